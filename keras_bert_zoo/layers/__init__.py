@@ -1,0 +1,18 @@
+"""Keras layers of BERT: embeddings, attention, encoder block and heads."""
+
+from keras_bert_zoo.layers.activations import ACTIVATION_NAMES, apply_activation
+from keras_bert_zoo.layers.attention import BertSelfAttention
+from keras_bert_zoo.layers.embeddings import BertEmbeddings
+from keras_bert_zoo.layers.heads import ClassificationHead, MaskedLMHead, SpanHead
+from keras_bert_zoo.layers.transformer import TransformerEncoderBlock
+
+__all__ = [
+    "ACTIVATION_NAMES",
+    "BertEmbeddings",
+    "BertSelfAttention",
+    "ClassificationHead",
+    "MaskedLMHead",
+    "SpanHead",
+    "TransformerEncoderBlock",
+    "apply_activation",
+]

@@ -1,0 +1,124 @@
+"""Multi-head self-attention as BERT computes it, with the softmax kept in float32."""
+
+import math
+
+import keras
+from keras import ops
+
+# Added to the scores of padded keys. Large enough that exp() underflows to exactly 0 in
+# float32, small enough that a row whose keys are all padding still gives finite numbers.
+_MASK_BIAS = -1e9
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class BertSelfAttention(keras.layers.Layer):
+    """Scaled dot-product self-attention over `num_heads` heads.
+
+    Projections are `EinsumDense` layers laid out like `keras.layers.MultiHeadAttention`
+    (query/key/value kernels `[hidden, heads, head_size]`, output kernel
+    `[heads, head_size, hidden]`). It is its own layer rather than `MultiHeadAttention`
+    because mixed precision needs the scores and softmax in float32, which the Keras layer
+    computes in the compute dtype.
+
+    Args:
+        num_heads: int. Number of attention heads.
+        head_size: int. Width of each head; `num_heads * head_size` is usually the
+            hidden size.
+        dropout: float. Dropout rate on the attention probabilities.
+        initializer_range: float. Stddev of the truncated-normal kernel initializer.
+
+    Call arguments:
+        hidden_states: float tensor `[batch, seq_len, hidden]`.
+        attention_mask: optional tensor, `[batch, seq_len]` (1 for keys to attend to,
+            0 for padding) or `[batch, seq_len, seq_len]`.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from keras_bert_zoo.layers import BertSelfAttention
+
+    layer = BertSelfAttention(num_heads=2, head_size=4)
+    x = np.random.rand(1, 3, 8).astype("float32")
+    print(layer(x, np.array([[1, 1, 0]])).shape)  # (1, 3, 8)
+    ```
+    """
+
+    def __init__(self, num_heads, head_size, dropout=0.0, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.head_size = head_size
+        self.dropout = dropout
+        self.initializer_range = initializer_range
+        self.supports_masking = False
+
+    def build(self, hidden_states_shape, attention_mask_shape=None):
+        hidden_size = hidden_states_shape[-1]
+        initializer = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
+
+        # === Layers ===
+        def projection(name):
+            layer = keras.layers.EinsumDense(
+                "btd,dnh->btnh",
+                output_shape=(None, self.num_heads, self.head_size),
+                bias_axes="nh",
+                kernel_initializer=initializer,
+                dtype=self.dtype_policy,
+                name=name,
+            )
+            layer.build(hidden_states_shape)
+            return layer
+
+        self.query = projection("query")
+        self.key = projection("key")
+        self.value = projection("value")
+        self.attention_output = keras.layers.EinsumDense(
+            "btnh,nhd->btd",
+            output_shape=(None, hidden_size),
+            bias_axes="d",
+            kernel_initializer=initializer,
+            dtype=self.dtype_policy,
+            name="attention_output",
+        )
+        self.attention_output.build(
+            (hidden_states_shape[0], hidden_states_shape[1], self.num_heads, self.head_size)
+        )
+        self.probability_dropout = keras.layers.Dropout(self.dropout, dtype="float32")
+        self.built = True
+
+    def call(self, hidden_states, attention_mask=None, training=None):
+        # Scaling the query (not the scores) saves a [batch, heads, seq, seq] multiply.
+        query = self.query(hidden_states) * (1.0 / math.sqrt(self.head_size))
+        key = self.key(hidden_states)
+        value = self.value(hidden_states)
+
+        scores = ops.einsum("btnh,bsnh->bnts", query, key)
+        scores = ops.cast(scores, "float32")
+        if attention_mask is not None:
+            attention_mask = ops.cast(attention_mask, "float32")
+            if len(attention_mask.shape) == 2:  # [batch, keys]
+                attention_mask = attention_mask[:, None, None, :]
+            else:  # [batch, queries, keys]
+                attention_mask = attention_mask[:, None, :, :]
+            scores = scores + (1.0 - attention_mask) * _MASK_BIAS
+        probabilities = ops.softmax(scores, axis=-1)
+        probabilities = self.probability_dropout(probabilities, training=training)
+        probabilities = ops.cast(probabilities, self.compute_dtype)
+
+        context = ops.einsum("bnts,bsnh->btnh", probabilities, value)
+        return self.attention_output(context)
+
+    def compute_output_shape(self, hidden_states_shape, attention_mask_shape=None):
+        return hidden_states_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "head_size": self.head_size,
+                "dropout": self.dropout,
+                "initializer_range": self.initializer_range,
+            }
+        )
+        return config

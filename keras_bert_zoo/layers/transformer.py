@@ -1,0 +1,139 @@
+"""The post-LayerNorm Transformer encoder block of BERT."""
+
+import keras
+
+from keras_bert_zoo.layers.activations import apply_activation, check_activation
+from keras_bert_zoo.layers.attention import BertSelfAttention
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class TransformerEncoderBlock(keras.layers.Layer):
+    """One BERT encoder block.
+
+    ```
+    x = LayerNorm(x + Dropout(SelfAttention(x, mask)))
+    x = LayerNorm(x + Dropout(Dense(activation(Dense(x)))))
+    ```
+
+    Args:
+        num_heads: int. Number of attention heads; must divide the hidden size.
+        intermediate_size: int. Width of the feed-forward layer.
+        activation: str. `"gelu"` (exact), `"gelu_approximate"` (tanh), `"relu"`, ...
+        hidden_dropout: float. Dropout after the attention and feed-forward outputs.
+        attention_dropout: float. Dropout on the attention probabilities.
+        layer_norm_epsilon: float. LayerNorm epsilon.
+        initializer_range: float. Stddev of the truncated-normal initializer.
+
+    Call arguments:
+        hidden_states: float tensor `[batch, seq_len, hidden]`.
+        attention_mask: optional `[batch, seq_len]` padding mask (1 = real token).
+
+    Example:
+
+    ```python
+    import numpy as np
+    from keras_bert_zoo.layers import TransformerEncoderBlock
+
+    block = TransformerEncoderBlock(num_heads=2, intermediate_size=16)
+    x = np.random.rand(2, 5, 8).astype("float32")
+    print(block(x, np.ones((2, 5))).shape)  # (2, 5, 8)
+    ```
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        intermediate_size,
+        activation="gelu_approximate",
+        hidden_dropout=0.1,
+        attention_dropout=0.1,
+        layer_norm_epsilon=1e-12,
+        initializer_range=0.02,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.intermediate_size = intermediate_size
+        self.activation = check_activation(activation)
+        self.hidden_dropout = hidden_dropout
+        self.attention_dropout = attention_dropout
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.initializer_range = initializer_range
+
+    def build(self, hidden_states_shape, attention_mask_shape=None):
+        hidden_size = hidden_states_shape[-1]
+        if hidden_size % self.num_heads:
+            raise ValueError(
+                f"hidden size {hidden_size} is not divisible by num_heads {self.num_heads}"
+            )
+        initializer = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
+        intermediate_shape = tuple(hidden_states_shape[:-1]) + (self.intermediate_size,)
+
+        # === Layers ===
+        self.attention = BertSelfAttention(
+            num_heads=self.num_heads,
+            head_size=hidden_size // self.num_heads,
+            dropout=self.attention_dropout,
+            initializer_range=self.initializer_range,
+            dtype=self.dtype_policy,
+            name="attention",
+        )
+        self.attention.build(hidden_states_shape)
+        self.attention_dropout_layer = keras.layers.Dropout(
+            self.hidden_dropout, dtype=self.dtype_policy
+        )
+        self.attention_layer_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="attention_layer_norm"
+        )
+        self.attention_layer_norm.build(hidden_states_shape)
+        self.intermediate_dense = keras.layers.Dense(
+            self.intermediate_size,
+            kernel_initializer=initializer,
+            dtype=self.dtype_policy,
+            name="intermediate_dense",
+        )
+        self.intermediate_dense.build(hidden_states_shape)
+        self.output_dense = keras.layers.Dense(
+            hidden_size,
+            kernel_initializer=initializer,
+            dtype=self.dtype_policy,
+            name="output_dense",
+        )
+        self.output_dense.build(intermediate_shape)
+        self.output_dropout_layer = keras.layers.Dropout(
+            self.hidden_dropout, dtype=self.dtype_policy
+        )
+        self.output_layer_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="output_layer_norm"
+        )
+        self.output_layer_norm.build(hidden_states_shape)
+        self.built = True
+
+    def call(self, hidden_states, attention_mask=None, training=None):
+        attention_output = self.attention(hidden_states, attention_mask, training=training)
+        attention_output = self.attention_dropout_layer(attention_output, training=training)
+        # Keras LayerNormalization computes its moments in float32 even under a mixed
+        # policy, which is what keeps the residual stream stable in bfloat16/float16.
+        hidden_states = self.attention_layer_norm(hidden_states + attention_output)
+
+        intermediate = apply_activation(self.activation, self.intermediate_dense(hidden_states))
+        layer_output = self.output_dropout_layer(self.output_dense(intermediate), training=training)
+        return self.output_layer_norm(hidden_states + layer_output)
+
+    def compute_output_shape(self, hidden_states_shape, attention_mask_shape=None):
+        return hidden_states_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "intermediate_size": self.intermediate_size,
+                "activation": self.activation,
+                "hidden_dropout": self.hidden_dropout,
+                "attention_dropout": self.attention_dropout,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "initializer_range": self.initializer_range,
+            }
+        )
+        return config

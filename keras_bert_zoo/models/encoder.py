@@ -1,0 +1,205 @@
+"""`BertEncoder`: the BERT Transformer stack as a functional Keras model."""
+
+import keras
+
+from keras_bert_zoo.config import BertConfig
+from keras_bert_zoo.layers.activations import check_activation
+from keras_bert_zoo.layers.embeddings import BertEmbeddings
+from keras_bert_zoo.layers.transformer import TransformerEncoderBlock
+
+
+def encoder_inputs(batch_shape=(None, None), prefix=""):
+    """The three named int32 inputs every BERT model takes."""
+    return {
+        name: keras.Input(batch_shape=batch_shape, dtype="int32", name=prefix + name)
+        for name in ("input_word_ids", "input_mask", "input_type_ids")
+    }
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class BertEncoder(keras.Model):
+    """BERT (Devlin et al., 2018): embeddings, `num_layers` encoder blocks, pooler.
+
+    Inputs (a dict of int32 `[batch, seq_len]` tensors):
+        input_word_ids: WordPiece ids, `[CLS] A [SEP] B [SEP]` then padding.
+        input_mask: 1 for real tokens, 0 for padding.
+        input_type_ids: segment ids, 0 for A and 1 for B.
+
+    Outputs (a dict):
+        sequence_output: `[batch, seq_len, hidden_size]`, the last block's output.
+        pooled_output: `[batch, hidden_size]`, `tanh(Dense(sequence_output[:, 0]))`.
+        encoder_outputs: list of `num_layers` tensors, every block's output.
+
+    Args:
+        vocab_size: int. Number of WordPiece tokens.
+        hidden_size: int. Width H.
+        num_layers: int. Number L of encoder blocks.
+        num_heads: int. Number A of attention heads.
+        intermediate_size: int. Feed-forward width.
+        hidden_act: str. `"gelu"` (exact erf), `"gelu_approximate"` (tanh, as in
+            google-research/bert), `"relu"`, `"tanh"` or `"linear"`.
+        hidden_dropout: float. Dropout on embeddings and sub-layer outputs.
+        attention_dropout: float. Dropout on attention probabilities.
+        max_position_embeddings: int. Longest supported sequence.
+        type_vocab_size: int. Number of segment ids.
+        initializer_range: float. Stddev of the truncated-normal initializer.
+        layer_norm_epsilon: float. LayerNorm epsilon.
+        dtype: a dtype policy name (`"float32"`, `"mixed_bfloat16"`,
+            `"mixed_float16"`) or `keras.DTypePolicy`.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from keras_bert_zoo.models import BertEncoder
+
+    encoder = BertEncoder.from_preset("bert_tiny_uncased")
+    inputs = {
+        "input_word_ids": np.array([[101, 7592, 102, 0]]),
+        "input_mask": np.array([[1, 1, 1, 0]]),
+        "input_type_ids": np.zeros((1, 4), "int32"),
+    }
+    outputs = encoder.predict(inputs)
+    print(outputs["sequence_output"].shape, outputs["pooled_output"].shape)
+    ```
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size=768,
+        num_layers=12,
+        num_heads=12,
+        intermediate_size=3072,
+        hidden_act="gelu_approximate",
+        hidden_dropout=0.1,
+        attention_dropout=0.1,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        initializer_range=0.02,
+        layer_norm_epsilon=1e-12,
+        dtype=None,
+        **kwargs,
+    ):
+        check_activation(hidden_act)
+        if hidden_size % num_heads:
+            raise ValueError(
+                f"hidden_size ({hidden_size}) must be divisible by num_heads ({num_heads})"
+            )
+
+        # === Layers ===
+        self.embeddings = BertEmbeddings(
+            vocab_size=vocab_size,
+            hidden_size=hidden_size,
+            max_position_embeddings=max_position_embeddings,
+            type_vocab_size=type_vocab_size,
+            initializer_range=initializer_range,
+            layer_norm_epsilon=layer_norm_epsilon,
+            dropout=hidden_dropout,
+            dtype=dtype,
+            name="embeddings",
+        )
+        self.transformer_layers = [
+            TransformerEncoderBlock(
+                num_heads=num_heads,
+                intermediate_size=intermediate_size,
+                activation=hidden_act,
+                hidden_dropout=hidden_dropout,
+                attention_dropout=attention_dropout,
+                layer_norm_epsilon=layer_norm_epsilon,
+                initializer_range=initializer_range,
+                dtype=dtype,
+                name=f"transformer_layer_{index}",
+            )
+            for index in range(num_layers)
+        ]
+        self.pooler_dense = keras.layers.Dense(
+            hidden_size,
+            activation="tanh",
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
+            dtype=dtype,
+            name="pooler_dense",
+        )
+
+        # === Functional Model ===
+        inputs = encoder_inputs()
+        hidden_states = self.embeddings(inputs["input_word_ids"], inputs["input_type_ids"])
+        encoder_outputs = []
+        for layer in self.transformer_layers:
+            hidden_states = layer(hidden_states, inputs["input_mask"])
+            encoder_outputs.append(hidden_states)
+        pooled_output = self.pooler_dense(hidden_states[:, 0, :])
+        super().__init__(
+            inputs=inputs,
+            outputs={
+                "sequence_output": hidden_states,
+                "pooled_output": pooled_output,
+                "encoder_outputs": encoder_outputs,
+            },
+            dtype=dtype,
+            **kwargs,
+        )
+
+        # === Config ===
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout = hidden_dropout
+        self.attention_dropout = attention_dropout
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.initializer_range = initializer_range
+        self.layer_norm_epsilon = layer_norm_epsilon
+
+    @property
+    def embedding_table(self):
+        """The word embedding variable `[vocab_size, hidden_size]`."""
+        return self.embeddings.embedding_table
+
+    @property
+    def bert_config(self) -> BertConfig:
+        return BertConfig(
+            vocab_size=self.vocab_size,
+            hidden_size=self.hidden_size,
+            num_layers=self.num_layers,
+            num_heads=self.num_heads,
+            intermediate_size=self.intermediate_size,
+            hidden_act=self.hidden_act,
+            hidden_dropout=self.hidden_dropout,
+            attention_dropout=self.attention_dropout,
+            max_position_embeddings=self.max_position_embeddings,
+            type_vocab_size=self.type_vocab_size,
+            initializer_range=self.initializer_range,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+        )
+
+    @classmethod
+    def from_bert_config(cls, config: BertConfig, **kwargs):
+        """Builds a randomly initialized encoder from a `BertConfig`."""
+        return cls(**config.encoder_kwargs(), **kwargs)
+
+    @classmethod
+    def from_preset(cls, name: str, **kwargs):
+        """Builds a randomly initialized encoder of a preset size (see `list_presets()`).
+
+        Weights come from `keras_bert_zoo.from_pretrained`; presets are shapes only.
+        """
+        return cls.from_bert_config(BertConfig.from_preset(name), **kwargs)
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.saving.serialize_keras_object(self.dtype_policy),
+            **self.bert_config.encoder_kwargs(),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
+        return cls(**config)

@@ -1,0 +1,160 @@
+"""`BertPretrainer`: the masked LM and next-sentence objectives over a `BertEncoder`."""
+
+import keras
+from keras import ops
+
+from keras_bert_zoo.layers.heads import ClassificationHead, MaskedLMHead
+from keras_bert_zoo.models._task import EncoderTask
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class BertPretrainer(EncoderTask):
+    """BERT pretraining: masked LM (decoder tied to the word embeddings) + NSP.
+
+    Inputs: the encoder's dict plus `masked_lm_positions` (int32
+    `[batch, max_predictions_per_seq]`).
+
+    Outputs: dict of float32 `masked_lm_logits` `[batch, predictions, vocab_size]` and
+    `next_sentence_logits` `[batch, 2]` (0 = IsNext, 1 = random next, as in the
+    original data).
+
+    Compiled without a `loss`, the model trains on the original objective: `y` is a dict
+    with `masked_lm_ids`, `masked_lm_weights` and `next_sentence_labels`, and the loss is
+    the weighted mean masked-LM negative log-likelihood plus the mean NSP one.
+
+    Args:
+        encoder: `keras_bert_zoo.models.BertEncoder`.
+        initializer_range: float. Stddev of the heads' initializers (defaults to the
+            encoder's).
+
+    Example:
+
+    ```python
+    import numpy as np
+    import keras
+    from keras_bert_zoo.models import BertEncoder, BertPretrainer
+
+    model = BertPretrainer(BertEncoder.from_preset("bert_tiny_uncased"))
+    model.compile(optimizer=keras.optimizers.AdamW(1e-4))
+    x = {
+        "input_word_ids": np.array([[101, 103, 2003, 102, 2009, 102]] * 2),
+        "input_mask": np.ones((2, 6), "int32"),
+        "input_type_ids": np.array([[0, 0, 0, 0, 1, 1]] * 2),
+        "masked_lm_positions": np.array([[1, 0]] * 2),
+    }
+    y = {
+        "masked_lm_ids": np.array([[2023, 0]] * 2),
+        "masked_lm_weights": np.array([[1.0, 0.0]] * 2),
+        "next_sentence_labels": np.array([0, 1]),
+    }
+    model.fit(x, y, epochs=1, verbose=0)
+    ```
+    """
+
+    def __init__(self, encoder, initializer_range=None, **kwargs):
+        initializer_range = (
+            encoder.initializer_range if initializer_range is None else initializer_range
+        )
+        # === Layers ===
+        self.encoder = encoder
+        self.masked_lm_head = MaskedLMHead(
+            vocab_size=encoder.vocab_size,
+            activation=encoder.hidden_act,
+            layer_norm_epsilon=encoder.layer_norm_epsilon,
+            initializer_range=initializer_range,
+            embedding_layer=encoder.embeddings.word_embeddings,
+            dtype=encoder.dtype_policy,
+            name="masked_lm_head",
+        )
+        self.next_sentence_head = ClassificationHead(
+            2,
+            dropout=0.0,
+            initializer_range=initializer_range,
+            dtype=encoder.dtype_policy,
+            name="next_sentence_head",
+        )
+
+        # === Functional Model ===
+        inputs = dict(encoder.input)
+        inputs["masked_lm_positions"] = keras.Input(
+            shape=(None,), dtype="int32", name="masked_lm_positions"
+        )
+        encoder_outputs = encoder({k: inputs[k] for k in encoder.input})
+        outputs = {
+            "masked_lm_logits": self.masked_lm_head(
+                encoder_outputs["sequence_output"], inputs["masked_lm_positions"]
+            ),
+            "next_sentence_logits": self.next_sentence_head(encoder_outputs["pooled_output"]),
+        }
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+
+        # === Config ===
+        self.initializer_range = initializer_range
+        self.masked_lm_loss_tracker = keras.metrics.Mean(name="masked_lm_loss")
+        self.next_sentence_loss_tracker = keras.metrics.Mean(name="next_sentence_loss")
+        self.masked_lm_accuracy = keras.metrics.SparseCategoricalAccuracy(name="masked_lm_accuracy")
+        self.next_sentence_accuracy = keras.metrics.SparseCategoricalAccuracy(
+            name="next_sentence_accuracy"
+        )
+
+    def _task_config(self):
+        return {"initializer_range": self.initializer_range}
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        if self.loss is not None:
+            return super().compute_loss(x, y, y_pred, sample_weight, training)
+        masked_lm_loss, next_sentence_loss = pretraining_losses(y, y_pred)
+        self.masked_lm_loss_tracker.update_state(masked_lm_loss)
+        self.next_sentence_loss_tracker.update_state(next_sentence_loss)
+        self.masked_lm_accuracy.update_state(
+            y["masked_lm_ids"], y_pred["masked_lm_logits"], sample_weight=y["masked_lm_weights"]
+        )
+        self.next_sentence_accuracy.update_state(
+            ops.reshape(y["next_sentence_labels"], (-1,)), y_pred["next_sentence_logits"]
+        )
+        total = masked_lm_loss + next_sentence_loss
+        # Keep regularization losses (none by default) part of the objective.
+        if self.losses:
+            total = total + ops.sum(ops.stack([ops.cast(v, "float32") for v in self.losses]))
+        return total
+
+    @property
+    def metrics(self):
+        metrics = super().metrics
+        if self.loss is None:
+            metrics = metrics + [
+                self.masked_lm_loss_tracker,
+                self.next_sentence_loss_tracker,
+                self.masked_lm_accuracy,
+                self.next_sentence_accuracy,
+            ]
+        return metrics
+
+
+def pretraining_losses(labels, predictions):
+    """BERT's two pretraining losses, in float32.
+
+    Args:
+        labels: dict with `masked_lm_ids` `[batch, P]`, `masked_lm_weights`
+            `[batch, P]` (0 for padding predictions) and `next_sentence_labels`
+            `[batch]` or `[batch, 1]`.
+        predictions: dict with `masked_lm_logits` and `next_sentence_logits`.
+
+    Returns:
+        `(masked_lm_loss, next_sentence_loss)`: the weighted mean masked-LM negative
+        log-likelihood and the mean next-sentence one.
+    """
+    weights = ops.cast(labels["masked_lm_weights"], "float32")
+    masked_lm_nll = keras.losses.sparse_categorical_crossentropy(
+        labels["masked_lm_ids"],
+        ops.cast(predictions["masked_lm_logits"], "float32"),
+        from_logits=True,
+    )
+    # The original divides by sum(weights) + 1e-5 so a batch with no predictions is 0.
+    masked_lm_loss = ops.sum(masked_lm_nll * weights) / (ops.sum(weights) + 1e-5)
+    next_sentence_nll = keras.losses.sparse_categorical_crossentropy(
+        ops.reshape(labels["next_sentence_labels"], (-1,)),
+        ops.cast(predictions["next_sentence_logits"], "float32"),
+        from_logits=True,
+    )
+    return masked_lm_loss, ops.mean(next_sentence_nll)
