@@ -92,8 +92,9 @@ class BertSelfAttention(keras.layers.Layer):
         key = self.key(hidden_states)
         value = self.value(hidden_states)
 
-        scores = ops.einsum("btnh,bsnh->bnts", query, key)
-        scores = ops.cast(scores, "float32")
+        # The product itself is taken in float32: half-precision scores overflow to inf
+        # (float16 max 65504) before a later cast could help.
+        scores = ops.einsum("btnh,bsnh->bnts", ops.cast(query, "float32"), ops.cast(key, "float32"))
         if attention_mask is not None:
             attention_mask = ops.cast(attention_mask, "float32")
             if len(attention_mask.shape) == 2:  # [batch, keys]

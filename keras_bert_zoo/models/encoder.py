@@ -139,6 +139,11 @@ class BertEncoder(keras.Model):
             dtype=dtype,
             **kwargs,
         )
+        # Functional.__init__ ignores `dtype`; without this the model reports (and
+        # serializes) "float32" while its layers run the mixed policy, so a saved
+        # mixed-precision encoder would reload as float32.
+        if dtype is not None:
+            self.dtype_policy = keras.dtype_policies.get(dtype)
 
         # === Config ===
         self.vocab_size = vocab_size
