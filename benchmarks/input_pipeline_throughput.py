@@ -49,17 +49,11 @@ def parse_args(argv=None):
     p.add_argument("--batch_size", type=int, default=32)
     p.add_argument("--seq_length", type=int, default=128)
     p.add_argument("--steps", type=int, default=3, help="timed training steps")
-    p.add_argument(
-        "--pipeline_batches", type=int, default=300, help="timed pipeline batches"
-    )
+    p.add_argument("--pipeline_batches", type=int, default=300, help="timed pipeline batches")
     p.add_argument("--warmup_batches", type=int, default=30)
     p.add_argument("--preset", default="bert_base_uncased")
-    p.add_argument(
-        "--vocab", default=None, help="vocab.txt (default: the MiniLM uncased one)"
-    )
-    p.add_argument(
-        "--corpus", default=None, help="the wiki .xml.bz2 (default: gensim's)"
-    )
+    p.add_argument("--vocab", default=None, help="vocab.txt (default: the MiniLM uncased one)")
+    p.add_argument("--corpus", default=None, help="the wiki .xml.bz2 (default: gensim's)")
     p.add_argument("--num_files", type=int, default=4)
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument(
@@ -134,9 +128,7 @@ def make_preprocessor(vocab_path: str, seq_length: int):
         from keras_bert_zoo.text import BertPreprocessor, BertTokenizer
 
         tokenizer = BertTokenizer(vocabulary=vocab_path, lowercase=True)
-        return BertPreprocessor(
-            tokenizer, sequence_length=seq_length
-        ), "BertPreprocessor"
+        return BertPreprocessor(tokenizer, sequence_length=seq_length), "BertPreprocessor"
     except ImportError:
         pass
     import tensorflow as tf
@@ -190,9 +182,7 @@ def build_classifier(preset: str):
         from keras_bert_zoo.models import BertClassifier, BertEncoder
 
         encoder = BertEncoder.from_preset(preset)
-        return BertClassifier(
-            encoder, num_classes=2
-        ), f"keras_bert_zoo BertClassifier({preset})"
+        return BertClassifier(encoder, num_classes=2), f"keras_bert_zoo BertClassifier({preset})"
     except ImportError:
         import keras_hub
 
@@ -205,13 +195,9 @@ def build_classifier(preset: str):
             max_sequence_length=512,
         )
         inputs = {
-            "input_word_ids": keras.Input(
-                (None,), dtype="int32", name="input_word_ids"
-            ),
+            "input_word_ids": keras.Input((None,), dtype="int32", name="input_word_ids"),
             "input_mask": keras.Input((None,), dtype="int32", name="input_mask"),
-            "input_type_ids": keras.Input(
-                (None,), dtype="int32", name="input_type_ids"
-            ),
+            "input_type_ids": keras.Input((None,), dtype="int32", name="input_type_ids"),
         }
         pooled = backbone(
             {
@@ -231,9 +217,7 @@ def with_labels(features):
     return features, tf.math.floormod(features["input_word_ids"][:, 1], 2)
 
 
-def measure_training(
-    batches, steps: int, preset: str, live_ds=None, live_steps: int = 0
-):
+def measure_training(batches, steps: int, preset: str, live_ds=None, live_steps: int = 0):
     """Median step time of ``fit`` on cached batches, then (optionally) on the live pipeline."""
     import keras
     import tensorflow as tf
@@ -281,9 +265,7 @@ def measure_training(
         "total": total,
     }
     if live_ds is not None and live_steps:
-        result["live_step"] = statistics.median(
-            fit(live_ds.map(with_labels), live_steps)
-        )
+        result["live_step"] = statistics.median(fit(live_ds.map(with_labels), live_steps))
     return result
 
 
@@ -308,9 +290,7 @@ def main(argv=None):
 
     with tempfile.TemporaryDirectory() as tmp:  # the pipeline reads from here
         for i in range(args.num_files):
-            with open(
-                os.path.join(tmp, f"wiki-{i:02d}.txt"), "w", encoding="utf-8"
-            ) as f:
+            with open(os.path.join(tmp, f"wiki-{i:02d}.txt"), "w", encoding="utf-8") as f:
                 f.write("\n".join(lines[i :: args.num_files]) + "\n")
         pattern = os.path.join(tmp, "wiki-*.txt")
 
@@ -342,10 +322,8 @@ def main(argv=None):
             f"pipeline (dynamic padding, for reference): {dyn_bps:.1f} batches/s, "
             f"{dyn_bps * args.batch_size:.0f} sequences/s"
         )
-        real = [b for _, b in zip(range(max(args.steps + 1, 2)), ds)]
-        fill = sum(
-            float(tf.reduce_mean(tf.cast(b["input_mask"], tf.float32))) for b in real
-        )
+        real = list(ds.take(max(args.steps + 1, 2)))
+        fill = sum(float(tf.reduce_mean(tf.cast(b["input_mask"], tf.float32))) for b in real)
         print(f"mean fraction of real tokens per batch: {fill / len(real):.2f}")
 
         if args.skip_training:
@@ -354,9 +332,10 @@ def main(argv=None):
         r = measure_training(real, args.steps, args.preset, live, args.live_steps)
         steps_per_s = 1.0 / r["step"]
         print(
-            f"training step: {r['name']}, {r['params'] / 1e6:.1f}M params, batch {args.batch_size}, "
-            f"seq {args.seq_length}, fit + jit_compile: first step (compiles) "
-            f"{r['compile_step']:.1f}s, median of {args.steps} timed steps {r['step']:.2f}s -> "
+            f"training step: {r['name']}, {r['params'] / 1e6:.1f}M params, "
+            f"batch {args.batch_size}, seq {args.seq_length}, fit + jit_compile: "
+            f"first step (compiles) {r['compile_step']:.1f}s, "
+            f"median of {args.steps} timed steps {r['step']:.2f}s -> "
             f"{steps_per_s:.3f} batches/s, {steps_per_s * args.batch_size:.2f} sequences/s "
             f"({r['total']:.0f}s in fit)"
         )

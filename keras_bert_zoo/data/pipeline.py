@@ -87,9 +87,7 @@ def shard_info(
     return "records", n, i
 
 
-def _with_options(
-    dataset: tf.data.Dataset, deterministic: bool | None
-) -> tf.data.Dataset:
+def _with_options(dataset: tf.data.Dataset, deterministic: bool | None) -> tf.data.Dataset:
     if deterministic is None:
         return dataset
     options = tf.data.Options()
@@ -230,9 +228,7 @@ def tfrecord_dataset(
         deterministic=deterministic,
     )
     if parse_fn is not None:
-        ds = ds.map(
-            parse_fn, num_parallel_calls=num_parallel_calls, deterministic=deterministic
-        )
+        ds = ds.map(parse_fn, num_parallel_calls=num_parallel_calls, deterministic=deterministic)
     return ds
 
 
@@ -268,9 +264,7 @@ def tfds_dataset(
     if isinstance(name_or_builder, tfds.core.DatasetBuilder):
         builder = name_or_builder
     else:
-        builder = tfds.builder(
-            name_or_builder, data_dir=data_dir, **(builder_kwargs or {})
-        )
+        builder = tfds.builder(name_or_builder, data_dir=data_dir, **(builder_kwargs or {}))
     num_files = builder.info.splits[split].num_shards
     mode, n, i = shard_info(num_files, input_context)
 
@@ -438,9 +432,7 @@ def make_batches(
         ds = ds.repeat(int(repeat))
 
     def _map(d, fn):
-        return d.map(
-            fn, num_parallel_calls=num_parallel_calls, deterministic=deterministic
-        )
+        return d.map(fn, num_parallel_calls=num_parallel_calls, deterministic=deterministic)
 
     if bucket_boundaries is None:
         ds = ds.batch(batch_size, drop_remainder=drop_remainder)
@@ -456,9 +448,7 @@ def make_batches(
             raise ValueError(f"bucket_boundaries must increase strictly: {boundaries}")
         sizes = list(bucket_batch_sizes or [batch_size] * (len(boundaries) + 1))
         if len(sizes) != len(boundaries) + 1:
-            raise ValueError(
-                "bucket_batch_sizes needs len(bucket_boundaries) + 1 entries."
-            )
+            raise ValueError("bucket_batch_sizes needs len(bucket_boundaries) + 1 entries.")
         chunk = preprocess_chunk_size or batch_size
         if preprocess_fn is not None:
             ds = _map(ds.batch(chunk), preprocess_fn).unbatch()

@@ -106,9 +106,7 @@ def pretraining_parser(
     """``parse_pretraining_examples`` with the two lengths bound."""
 
     def parse(serialized):
-        return parse_pretraining_examples(
-            serialized, max_seq_length, max_predictions_per_seq
-        )
+        return parse_pretraining_examples(serialized, max_seq_length, max_predictions_per_seq)
 
     return parse
 
@@ -133,16 +131,12 @@ def make_pretraining_example(
     if not len(input_ids) == len(segment_ids) == len(input_mask):
         raise ValueError("input_ids, segment_ids and input_mask differ in length.")
     if len(input_ids) > max_seq_length:
-        raise ValueError(
-            f"{len(input_ids)} tokens exceed max_seq_length={max_seq_length}."
-        )
+        raise ValueError(f"{len(input_ids)} tokens exceed max_seq_length={max_seq_length}.")
     positions = [int(x) for x in instance["masked_lm_positions"]]
     ids = [int(x) for x in instance["masked_lm_ids"]]
     weights = [float(x) for x in instance.get("masked_lm_weights", [1.0] * len(ids))]
     if not len(positions) == len(ids) == len(weights):
-        raise ValueError(
-            "masked_lm_positions, masked_lm_ids and masked_lm_weights differ."
-        )
+        raise ValueError("masked_lm_positions, masked_lm_ids and masked_lm_weights differ.")
     if len(positions) > max_predictions_per_seq:
         raise ValueError(
             f"{len(positions)} predictions exceed max_predictions_per_seq="
@@ -188,9 +182,7 @@ def write_pretraining_examples(
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(
-        prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory
-    )
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)
     os.close(fd)
     count = 0
     try:

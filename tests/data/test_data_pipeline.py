@@ -122,9 +122,7 @@ def test_list_files_sorted_and_comma_patterns(tmp_path, numbered_files):
 
 
 def test_text_line_dataset_strips_skips_empty_and_interleaves(tmp_path, numbered_files):
-    single = write_lines(
-        tmp_path / "one.txt", ["  hello world ", "", "   ", "second\t"]
-    )
+    single = write_lines(tmp_path / "one.txt", ["  hello world ", "", "   ", "second\t"])
     assert values(pipeline.text_line_dataset(single)) == ["hello world", "second"]
     raw = pipeline.text_line_dataset(single, strip=False, skip_empty_lines=False)
     assert values(raw) == ["  hello world ", "", "   ", "second\t"]
@@ -154,9 +152,7 @@ def test_shard_files_when_enough_files(numbered_files):
             num_input_pipelines=2, input_pipeline_id=i, num_replicas_in_sync=2
         )
         assert pipeline.shard_info(len(numbered_files), ctx) == ("files", 2, i)
-        shards.append(
-            values(pipeline.text_line_dataset(numbered_files, input_context=ctx))
-        )
+        shards.append(values(pipeline.text_line_dataset(numbered_files, input_context=ctx)))
     # Worker i reads exactly files i and i + 2.
     assert shards[0] == round_robin([all_lines[0], all_lines[2]])
     assert shards[1] == round_robin([all_lines[1], all_lines[3]])
@@ -173,11 +169,7 @@ def test_shard_records_when_fewer_files_than_workers(numbered_files):
         assert pipeline.shard_info(2, ctx) == ("records", 3, i)
         # Shuffled file order must not break disjointness: records are sharded per file.
         shards.append(
-            values(
-                pipeline.text_line_dataset(
-                    files, input_context=ctx, shuffle=True, seed=100 + i
-                )
-            )
+            values(pipeline.text_line_dataset(files, input_context=ctx, shuffle=True, seed=100 + i))
         )
     for i, shard in enumerate(shards):
         assert sorted(shard) == sorted(lines[0][i::3] + lines[1][i::3])
@@ -199,9 +191,7 @@ def test_tfrecord_dataset_parses_and_shards(tmp_path):
                 ex = tf.train.Example(
                     features=tf.train.Features(
                         feature={
-                            "x": tf.train.Feature(
-                                int64_list=tf.train.Int64List(value=[f * 10 + i])
-                            )
+                            "x": tf.train.Feature(int64_list=tf.train.Int64List(value=[f * 10 + i]))
                         }
                     )
                 )
@@ -209,24 +199,18 @@ def test_tfrecord_dataset_parses_and_shards(tmp_path):
         paths.append(path)
 
     def parse(record):
-        return tf.io.parse_single_example(
-            record, {"x": tf.io.FixedLenFeature([], tf.int64)}
-        )["x"]
+        return tf.io.parse_single_example(record, {"x": tf.io.FixedLenFeature([], tf.int64)})["x"]
 
     ds = pipeline.tfrecord_dataset(str(tmp_path / "r-*.tfrecord"), parse)
     assert [int(x) for x in ds.as_numpy_iterator()] == round_robin(
         [[f * 10 + i for i in range(4)] for f in range(3)]
     )
-    shard1 = pipeline.tfrecord_dataset(
-        paths, parse, input_context=tf.distribute.InputContext(2, 1)
-    )
+    shard1 = pipeline.tfrecord_dataset(paths, parse, input_context=tf.distribute.InputContext(2, 1))
     assert [int(x) for x in shard1.as_numpy_iterator()] == [10, 11, 12, 13]
     # Batched parsing through make_batches gives the same values.
     batched = pipeline.make_batches(
         pipeline.tfrecord_dataset(paths),
-        lambda r: tf.io.parse_example(r, {"x": tf.io.FixedLenFeature([], tf.int64)})[
-            "x"
-        ],
+        lambda r: tf.io.parse_example(r, {"x": tf.io.FixedLenFeature([], tf.int64)})["x"],
         batch_size=5,
     )
     assert np.concatenate(list(batched.as_numpy_iterator())).tolist() == [
@@ -239,9 +223,7 @@ def test_tfrecord_dataset_parses_and_shards(tmp_path):
 
 def shuffled(files, seed, epochs=2, shuffle_files=True):
     src = pipeline.text_line_dataset(files, shuffle=shuffle_files, seed=seed)
-    ds = pipeline.make_batches(
-        src, None, 1, shuffle_buffer=64, seed=seed, repeat=epochs
-    )
+    ds = pipeline.make_batches(src, None, 1, shuffle_buffer=64, seed=seed, repeat=epochs)
     return [x[0].decode() for x in ds.as_numpy_iterator()]
 
 
@@ -261,9 +243,7 @@ def test_seeded_shuffle_is_reproducible_and_seed_dependent(numbered_files):
 
 def test_file_shuffle_is_seeded(numbered_files):
     def order(seed):
-        return values(
-            pipeline.text_line_dataset(numbered_files, shuffle=True, seed=seed)
-        )
+        return values(pipeline.text_line_dataset(numbered_files, shuffle=True, seed=seed))
 
     orders = {tuple(order(s)) for s in range(6)}
     assert order(3) == order(3)
@@ -299,9 +279,7 @@ def test_make_batches_preprocesses_whole_batches(tmp_path):
     np.testing.assert_array_equal(mask, (word_ids != 0).astype(np.int32))
     assert all(b["input_word_ids"].dtype == np.int32 for b in batches)
 
-    dropped = pipeline.make_batches(
-        pipeline.text_line_dataset(path), prep, 3, drop_remainder=True
-    )
+    dropped = pipeline.make_batches(pipeline.text_line_dataset(path), prep, 3, drop_remainder=True)
     assert dropped.element_spec["input_word_ids"].shape.as_list() == [3, 8]
     assert len(list(dropped)) == 2
 
@@ -354,9 +332,7 @@ def test_trim_to_longest_leaves_other_features():
 def test_bucketing_groups_similar_lengths():
     rng = np.random.default_rng(0)
     words = ["the", "cat", "sat", "on", "mat", "dog", "ran", "a", "fast"]
-    texts = [
-        " ".join(rng.choice(words, size=int(n))) for n in rng.integers(1, 14, size=60)
-    ]
+    texts = [" ".join(rng.choice(words, size=int(n))) for n in rng.integers(1, 14, size=60)]
     prep = ToyPreprocessor(VOCAB, 16)
     src = tf.data.Dataset.from_tensor_slices((texts, np.arange(60)))
     boundaries = [6, 11]  # lengths (with [CLS]/[SEP]) 3-5 | 6-10 | 11-15
@@ -373,7 +349,7 @@ def test_bucketing_groups_similar_lengths():
         buckets = np.searchsorted(boundaries, lengths, side="right")
         assert len(set(buckets.tolist())) == 1, lengths
         assert features["input_word_ids"].shape[1] == lengths.max()  # padded to longest
-        for row, i in zip(features["input_word_ids"], ids):
+        for row, i in zip(features["input_word_ids"], ids, strict=True):
             full = expected_ids(texts[i], 16)
             np.testing.assert_array_equal(row, full[: len(row)])
         seen.extend(ids.tolist())
@@ -432,9 +408,7 @@ def tiny_tfds(tmp_path_factory):
     one.download_and_prepare()
     sharded_dir = str(tmp_path_factory.mktemp("tfds_sharded"))
     four = TinyTextDataset(data_dir=sharded_dir)
-    four.download_and_prepare(
-        download_config=tfds.download.DownloadConfig(num_shards=4)
-    )
+    four.download_and_prepare(download_config=tfds.download.DownloadConfig(num_shards=4))
     return {"one": one, "four": four, "data_dir": data_dir, "name": one.name}
 
 
@@ -443,13 +417,9 @@ def texts_of(ds):
 
 
 def test_tfds_dataset_reads_local_build_without_download(tiny_tfds):
-    ds = pipeline.tfds_dataset(
-        tiny_tfds["name"], "train", data_dir=tiny_tfds["data_dir"]
-    )
+    ds = pipeline.tfds_dataset(tiny_tfds["name"], "train", data_dir=tiny_tfds["data_dir"])
     got = texts_of(ds)
-    assert sorted(got) == sorted(
-        f"{SENTENCES[i % len(SENTENCES)]} {i}" for i in range(20)
-    )
+    assert sorted(got) == sorted(f"{SENTENCES[i % len(SENTENCES)]} {i}" for i in range(20))
     sup = pipeline.tfds_dataset(tiny_tfds["one"], "train[:5]", as_supervised=True)
     pairs = list(sup.as_numpy_iterator())
     assert len(pairs) == 5 and all(int(t.split()[-1]) % 2 == y for t, y in pairs)
@@ -471,9 +441,7 @@ def test_tfds_dataset_shards_records_or_files(tiny_tfds):
             ctx = tf.distribute.InputContext(2, i, 2)
             n_files = builder.info.splits["train"].num_shards
             assert pipeline.shard_info(n_files, ctx)[0] == mode
-            shards.append(
-                texts_of(pipeline.tfds_dataset(builder, "train", input_context=ctx))
-            )
+            shards.append(texts_of(pipeline.tfds_dataset(builder, "train", input_context=ctx)))
         assert not set(shards[0]) & set(shards[1])
         assert sorted(shards[0] + shards[1]) == sorted(full)
         assert len(shards[0]) == 10 if mode == "records" else len(shards[0]) > 0
@@ -488,9 +456,7 @@ def test_tfds_dataset_shards_records_or_files(tiny_tfds):
 
 def test_tfds_dataset_seeded_file_shuffle(tiny_tfds):
     def order(seed):
-        return texts_of(
-            pipeline.tfds_dataset(tiny_tfds["four"], "train", shuffle=True, seed=seed)
-        )
+        return texts_of(pipeline.tfds_dataset(tiny_tfds["four"], "train", shuffle=True, seed=seed))
 
     assert order(1) == order(1)
     assert len({tuple(order(s)) for s in range(5)}) > 1
@@ -515,9 +481,7 @@ def test_distributed_dataset_fn_per_replica_batches(numbered_files):
         ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=i,
                                          num_replicas_in_sync=4)  # fmt: skip
         batches = list(fn(ctx).as_numpy_iterator())
-        assert (
-            max(b[0]["input_word_ids"].shape[0] for b in batches) == 2
-        )  # 8 / 4 replicas
+        assert max(b[0]["input_word_ids"].shape[0] for b in batches) == 2  # 8 / 4 replicas
         got.extend(x.decode() for b in batches for x in b[1])
     assert sorted(got) == sorted(lines)
     assert [b.shape for b in fn(None).map(lambda f, r: r).as_numpy_iterator()] == [
@@ -548,18 +512,19 @@ MIRRORED_SCRIPT = textwrap.dedent(
     replicas = []
     @tf.function
     def step(batch):
-        return strategy.run(lambda b: tf.reduce_sum(b["n"]) * 0 + tf.shape(b["n"])[0], args=(batch,))
+        return strategy.run(lambda b: tf.shape(b["n"])[0], args=(batch,))
     sizes = []
     for batch in dist:
-        replicas.append([r["n"].numpy().tolist() for r in strategy.experimental_local_results(batch)])
+        local = strategy.experimental_local_results(batch)
+        replicas.append([r["n"].numpy().tolist() for r in local])
         sizes.append([int(s) for s in strategy.experimental_local_results(step(batch))])
     out["num_replicas"] = strategy.num_replicas_in_sync
     out["contexts"] = contexts
     out["replicas"] = replicas
     out["step_sizes"] = sizes
     # Seeded shuffle order, to compare with the parent process.
-    ds = pipeline.make_batches(pipeline.text_line_dataset(path), None, 4, shuffle_buffer=50, seed=11,
-                               repeat=2)
+    ds = pipeline.make_batches(
+        pipeline.text_line_dataset(path), None, 4, shuffle_buffer=50, seed=11, repeat=2)
     out["shuffled"] = [x.decode() for b in ds.as_numpy_iterator() for x in b]
     print("RESULT" + json.dumps(out))
     """
@@ -568,13 +533,9 @@ MIRRORED_SCRIPT = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def mirrored_result(tmp_path_factory):
-    path = write_lines(
-        tmp_path_factory.mktemp("mirrored") / "n.txt", [str(i) for i in range(27)]
-    )
+    path = write_lines(tmp_path_factory.mktemp("mirrored") / "n.txt", [str(i) for i in range(27)])
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(
-        os.environ, PYTHONPATH=repo + os.pathsep + os.environ.get("PYTHONPATH", "")
-    )
+    env = dict(os.environ, PYTHONPATH=repo + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     proc = subprocess.run(
         [sys.executable, "-c", MIRRORED_SCRIPT, path],
@@ -618,9 +579,7 @@ def test_preprocessor_same_in_pipeline_and_saved_model(tmp_path):
     prep = ToyPreprocessor(VOCAB, 10)
     path = write_lines(tmp_path / "s.txt", SENTENCES)
     from_pipeline = list(
-        pipeline.make_batches(
-            pipeline.text_line_dataset(path), prep, 4
-        ).as_numpy_iterator()
+        pipeline.make_batches(pipeline.text_line_dataset(path), prep, 4).as_numpy_iterator()
     )
 
     module = tf.Module()
@@ -632,8 +591,6 @@ def test_preprocessor_same_in_pipeline_and_saved_model(tmp_path):
     tf.saved_model.save(module, export, signatures={"preprocess": module.serve})
     loaded = tf.saved_model.load(export)
     for i, batch in enumerate(from_pipeline):
-        served = loaded.signatures["preprocess"](
-            texts=tf.constant(SENTENCES[4 * i : 4 * i + 4])
-        )
+        served = loaded.signatures["preprocess"](texts=tf.constant(SENTENCES[4 * i : 4 * i + 4]))
         for key in ("input_word_ids", "input_mask", "input_type_ids"):
             np.testing.assert_array_equal(served[key].numpy(), batch[key])

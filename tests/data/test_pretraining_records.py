@@ -94,12 +94,8 @@ def test_parse_single_and_batched(record_files):
         "masked_lm_weights": (tf.float32, [PRED]),
         "next_sentence_labels": (tf.int32, []),
     }
-    assert {
-        k: (v.dtype, v.shape.as_list()) for k, v in single.items()
-    } == expected_names
-    assert {
-        k: (v.dtype, v.shape.as_list()[1:]) for k, v in batched.items()
-    } == expected_names
+    assert {k: (v.dtype, v.shape.as_list()) for k, v in single.items()} == expected_names
+    assert {k: (v.dtype, v.shape.as_list()[1:]) for k, v in batched.items()} == expected_names
     inst = instance(13)
     assert single["input_word_ids"].numpy().tolist() == padded(inst["input_ids"], SEQ)
     assert single["input_type_ids"].numpy().tolist() == padded(inst["segment_ids"], SEQ)
@@ -130,18 +126,10 @@ def test_pretraining_dataset_batches_and_shards(record_files):
         )  # fmt: skip
         spec = shard.element_spec["input_word_ids"]
         assert spec.shape.as_list() == [2, SEQ]
-        seen.append(
-            [
-                int(x)
-                for b in shard.as_numpy_iterator()
-                for x in b["input_word_ids"][:, 1]
-            ]
-        )
+        seen.append([int(x) for b in shard.as_numpy_iterator() for x in b["input_word_ids"][:, 1]])
     # 3 files, 2 workers: files sharded (0, 2) and (1); drop_remainder drops 1 of 5.
     assert len(seen[0]) == 10 and len(seen[1]) == 4
-    assert {x // 10 % 10 for x in seen[0]} == {0, 2} and {
-        x // 10 % 10 for x in seen[1]
-    } == {1}
+    assert {x // 10 % 10 for x in seen[0]} == {0, 2} and {x // 10 % 10 for x in seen[1]} == {1}
 
 
 def test_pretraining_dataset_seeded_shuffle_and_dynamic_padding(record_files):
@@ -184,14 +172,10 @@ def test_write_validates_and_is_atomic(tmp_path):
             PRED,
         )
     with pytest.raises(ValueError, match="differ"):
-        pretraining.make_pretraining_example(
-            dict(instance(0), segment_ids=[0]), SEQ, PRED
-        )
+        pretraining.make_pretraining_example(dict(instance(0), segment_ids=[0]), SEQ, PRED)
     # GZIP-compressed files read back through the same pipeline.
     gz = str(tmp_path / "gz.tfrecord")
-    pretraining.write_pretraining_examples(
-        gz, [instance(4)], SEQ, PRED, compression_type="GZIP"
-    )
+    pretraining.write_pretraining_examples(gz, [instance(4)], SEQ, PRED, compression_type="GZIP")
     ds = pretraining.pretraining_dataset(
         gz, 1, max_seq_length=SEQ, max_predictions_per_seq=PRED, compression_type="GZIP"
     )
