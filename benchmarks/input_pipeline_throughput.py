@@ -49,7 +49,9 @@ def parse_args(argv=None):
     p.add_argument("--batch_size", type=int, default=32)
     p.add_argument("--seq_length", type=int, default=128)
     p.add_argument("--steps", type=int, default=3, help="timed training steps")
-    p.add_argument("--pipeline_batches", type=int, default=300, help="timed pipeline batches")
+    p.add_argument(
+        "--pipeline_batches", type=int, default=500, help="timed pipeline batches (5 runs)"
+    )
     p.add_argument("--warmup_batches", type=int, default=30)
     p.add_argument("--preset", default="bert_base_uncased")
     p.add_argument("--vocab", default=None, help="vocab.txt (default: the MiniLM uncased one)")
@@ -165,14 +167,19 @@ def make_preprocessor(vocab_path: str, seq_length: int):
 # ------------------------------------------------------------------------ measure
 
 
-def measure_pipeline(ds, warmup: int, batches: int) -> float:
+def measure_pipeline(ds, warmup: int, batches: int, repeats: int = 5) -> float:
+    """Median batches/s over ``repeats`` timed runs of ``batches // repeats`` batches each."""
     it = iter(ds)
     for _ in range(warmup):
         next(it)
-    start = time.perf_counter()
-    for _ in range(batches):
-        next(it)
-    return batches / (time.perf_counter() - start)
+    per_run = max(1, batches // repeats)
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(per_run):
+            next(it)
+        rates.append(per_run / (time.perf_counter() - start))
+    return statistics.median(rates)
 
 
 def build_classifier(preset: str):
