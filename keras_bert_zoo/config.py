@@ -334,3 +334,26 @@ def count_encoder_parameters(config: BertConfig) -> int:
     block = 4 * (hidden * hidden + hidden) + 2 * hidden * inter + inter + hidden + 4 * hidden
     pooler = hidden * hidden + hidden
     return embeddings + config.num_layers * block + pooler
+
+
+def format_presets_table() -> str:
+    """The preset table as aligned text (what `tools/list_presets.py` prints)."""
+    rows = [("preset", "layers", "hidden", "heads", "intermediate", "vocab", "params")]
+    for name in list_presets():
+        config = PRESETS[name]
+        rows.append(
+            (
+                name,
+                str(config.num_layers),
+                str(config.hidden_size),
+                str(config.num_heads),
+                str(config.intermediate_size),
+                str(config.vocab_size),
+                f"{count_encoder_parameters(config) / 1e6:.1f}M",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
