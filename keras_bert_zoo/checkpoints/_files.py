@@ -57,8 +57,8 @@ def atomic_directory(path: str | os.PathLike):
     When `path` does not exist the whole directory is renamed into place. When it
     exists, each file is moved in with `os.replace` (atomic per file): weight data
     first, then checkpoint indexes, then configs and vocabularies, so no file is ever
-    seen half written and a reader never finds an index without its data. On failure the temporary directory is
-    removed and `path` is untouched.
+    seen half written and a reader never finds an index without its data. On failure
+    the temporary directory is removed and `path` is untouched.
     """
     path = os.path.abspath(os.fspath(path))
     parent = os.path.dirname(path)

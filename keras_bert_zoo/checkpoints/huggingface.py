@@ -253,7 +253,9 @@ class HuggingFaceTensorSource(TensorSource):
             return self._torch[path][original]
         handle = self._safetensors[path]
         try:
-            return handle.get_tensor(original)
+            array = handle.get_tensor(original)
+            # With ml_dtypes registered (TensorFlow does it) BF16 comes back as bfloat16.
+            return array.astype(np.float32) if array.dtype.name == "bfloat16" else array
         except TypeError:
             if handle.get_slice(original).get_dtype() == "BF16":
                 return _read_bfloat16(path, original)

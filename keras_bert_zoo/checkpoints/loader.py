@@ -561,3 +561,42 @@ def save_pretrained(
         extra_config=extra,
     )
     return os.fspath(path)
+
+
+def convert_checkpoint(
+    input_path,
+    output_path,
+    output_format: str,
+    *,
+    include_heads: bool = False,
+    allow_partial: bool = False,
+) -> str:
+    """Converts a checkpoint between the google-research/bert and Hugging Face layouts.
+
+    The weights go through our model (so they are validated like `from_pretrained`),
+    and `vocab.txt` is copied when the input has one.
+
+    Args:
+        input_path: checkpoint directory (or Google checkpoint prefix), either layout.
+        output_path: output directory.
+        output_format: `"google"` or `"huggingface"`.
+        include_heads: also convert the pretraining heads (masked LM and next sentence);
+            the input must have them.
+        allow_partial: as in `from_pretrained`.
+
+    Returns:
+        `output_path`.
+    """
+    info = read_checkpoint_info(input_path)
+    model = from_pretrained(
+        input_path,
+        model="pretrainer" if include_heads else "encoder",
+        allow_partial=allow_partial,
+    )
+    return save_pretrained(
+        model,
+        output_path,
+        format=output_format,
+        vocab_file=info.vocab_file,
+        include_heads=include_heads,
+    )

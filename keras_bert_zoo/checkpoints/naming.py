@@ -320,7 +320,7 @@ _HEAD_ROWS.update(
             "cls/squad/output_bias",
             "qa_outputs",
         ),
-        # No google-research/bert release; the run_classifier convention. BertForTokenClassification.
+        # No google-research/bert release: run_classifier's names. BertForTokenClassification.
         "token_classification_head": _output_head_rows(
             "token_classification_head", "output_weights", "output_bias", "classifier"
         ),

@@ -1,0 +1,114 @@
+"""Real weights: all-MiniLM-L6-v2 through both layouts, against an independent numpy BERT."""
+
+import json
+
+import numpy as np
+import pytest
+
+from keras_bert_zoo.checkpoints import (
+    from_pretrained,
+    load_weights,
+    read_checkpoint_info,
+    save_pretrained,
+)
+from keras_bert_zoo.models import BertEncoder
+
+
+def _run(encoder, inputs):
+    outputs = encoder(inputs, training=False)
+    return np.asarray(outputs["sequence_output"]), np.asarray(outputs["pooled_output"])
+
+
+@pytest.fixture(scope="module")
+def hf_encoder(minilm_dir):
+    return from_pretrained(minilm_dir)
+
+
+@pytest.fixture(scope="module")
+def hf_outputs(hf_encoder, minilm_inputs):
+    return _run(hf_encoder, minilm_inputs)
+
+
+@pytest.fixture(scope="module")
+def numpy_outputs(minilm_arrays, minilm_inputs, helpers):
+    return helpers.numpy_bert(minilm_arrays, minilm_inputs, num_heads=12, num_layers=6)
+
+
+def test_config_is_read_with_exact_gelu(minilm_dir, hf_encoder):
+    info = read_checkpoint_info(minilm_dir)
+    assert info.format == "huggingface"
+    assert info.vocab_file.endswith("vocab.txt")
+    config = hf_encoder.bert_config
+    assert (config.num_layers, config.hidden_size, config.num_heads) == (6, 384, 12)
+    assert config.intermediate_size == 1536
+    assert config.hidden_act == "gelu"  # Hugging Face "gelu" = exact erf
+
+
+def test_huggingface_minilm_matches_numpy(hf_outputs, numpy_outputs):
+    sequence, pooled = hf_outputs
+    ref_sequence, ref_pooled = numpy_outputs
+    assert sequence.dtype == np.float32
+    sequence_diff = np.abs(sequence - ref_sequence).max()
+    pooled_diff = np.abs(pooled - ref_pooled).max()
+    print(f"MiniLM vs numpy: sequence_output {sequence_diff:.3g}, pooled_output {pooled_diff:.3g}")
+    assert sequence_diff < 1e-4
+    assert pooled_diff < 1e-4
+
+
+def test_huggingface_minilm_matches_transformers(minilm_dir, minilm_inputs, hf_outputs):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    model = transformers.BertModel.from_pretrained(str(minilm_dir), local_files_only=True)
+    model.eval()
+    with torch.no_grad():
+        result = model(
+            input_ids=torch.tensor(minilm_inputs["input_word_ids"], dtype=torch.long),
+            attention_mask=torch.tensor(minilm_inputs["input_mask"], dtype=torch.long),
+            token_type_ids=torch.tensor(minilm_inputs["input_type_ids"], dtype=torch.long),
+        )
+    sequence, pooled = hf_outputs
+    # Hugging Face masks with finfo.min instead of -1e9: compare the real tokens.
+    real = minilm_inputs["input_mask"].astype(bool)
+    assert np.abs(sequence - result.last_hidden_state.numpy())[real].max() < 1e-4
+    assert np.abs(pooled - result.pooler_output.numpy()).max() < 1e-4
+
+
+def test_google_layout_fixture_loads_to_the_same_outputs(
+    google_minilm_dir, minilm_inputs, hf_outputs, numpy_outputs
+):
+    info = read_checkpoint_info(google_minilm_dir)
+    assert info.format == "google"
+    encoder = BertEncoder.from_bert_config(info.config)
+    report = load_weights(encoder, google_minilm_dir)
+    # Optimizer slots and the step counter are skipped, not reported as unexpected.
+    assert "global_step" in report.skipped_bookkeeping
+    assert "bert/encoder/layer_0/attention/self/query/kernel/adam_m" in report.skipped_bookkeeping
+    assert not report.unexpected and not report.missing
+    sequence, pooled = _run(encoder, minilm_inputs)
+    google_diff = max(np.abs(sequence - hf_outputs[0]).max(), np.abs(pooled - hf_outputs[1]).max())
+    print(f"MiniLM Google-layout reload vs Hugging Face load: {google_diff:.3g}")
+    assert google_diff == 0.0  # same float32 numbers, only renamed/reshaped
+    assert np.abs(sequence - numpy_outputs[0]).max() < 1e-4
+
+
+def test_google_gelu_means_tanh(tmp_path, google_minilm_dir):
+    """google-research/bert's "gelu" is the tanh form: it must not load as exact erf."""
+    for name in ("bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001"):
+        (tmp_path / name).symlink_to(google_minilm_dir / name)
+    config = json.loads((google_minilm_dir / "bert_config.json").read_text())
+    (tmp_path / "bert_config.json").write_text(json.dumps(dict(config, hidden_act="gelu")))
+    assert read_checkpoint_info(tmp_path).config.hidden_act == "gelu_approximate"
+    assert read_checkpoint_info(google_minilm_dir).config.hidden_act == "gelu"
+
+
+def test_minilm_save_and_reload_is_exact(
+    tmp_path, minilm_dir, hf_encoder, minilm_inputs, hf_outputs
+):
+    """Real weights through our Hugging Face writer and back (tiny models cover Google)."""
+    vocab = str(minilm_dir / "vocab.txt")
+    save_pretrained(hf_encoder, tmp_path / "out", format="huggingface", vocab_file=vocab)
+    assert (tmp_path / "out" / "vocab.txt").read_bytes() == open(vocab, "rb").read()
+    reloaded = from_pretrained(tmp_path / "out")
+    sequence, pooled = _run(reloaded, minilm_inputs)
+    assert np.array_equal(sequence, hf_outputs[0])
+    assert np.array_equal(pooled, hf_outputs[1])
