@@ -19,6 +19,7 @@ from keras_bert_zoo.data.pretraining import (
     pretraining_dataset,
     pretraining_feature_spec,
     pretraining_parser,
+    split_pretraining_features,
     write_pretraining_examples,
 )
 
@@ -33,6 +34,7 @@ __all__ = [
     "pretraining_feature_spec",
     "pretraining_parser",
     "shard_info",
+    "split_pretraining_features",
     "text_line_dataset",
     "tfds_dataset",
     "tfrecord_dataset",

@@ -39,8 +39,17 @@ __all__ = [
     "pretraining_dataset",
     "pretraining_feature_spec",
     "pretraining_parser",
+    "split_pretraining_features",
     "write_pretraining_examples",
 ]
+
+MODEL_INPUT_NAMES = (
+    "input_word_ids",
+    "input_mask",
+    "input_type_ids",
+    "masked_lm_positions",
+)
+LABEL_NAMES = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 
 DEFAULT_MAX_SEQ_LENGTH = 128
 DEFAULT_MAX_PREDICTIONS_PER_SEQ = 20
@@ -97,6 +106,16 @@ def parse_pretraining_examples(
         out[ORIGINAL_TO_MODEL_NAMES[name]] = value
     out["next_sentence_labels"] = tf.squeeze(out["next_sentence_labels"], axis=-1)
     return out
+
+
+def split_pretraining_features(
+    features: Mapping[str, tf.Tensor],
+) -> tuple[dict[str, tf.Tensor], dict[str, tf.Tensor]]:
+    """``(x, y)`` for ``BertPretrainer.fit``: x = encoder inputs + masked_lm_positions,
+    y = masked_lm_ids, masked_lm_weights, next_sentence_labels."""
+    x = {k: features[k] for k in MODEL_INPUT_NAMES}
+    y = {k: features[k] for k in LABEL_NAMES}
+    return x, y
 
 
 def pretraining_parser(
@@ -213,6 +232,7 @@ def pretraining_dataset(
     shuffle_buffer: int | None = None,
     seed: int | None = None,
     compression_type: str | None = None,
+    split_labels: bool = False,
     **batch_kwargs: Any,
 ) -> tf.data.Dataset:
     """Batches of parsed pretraining records (``batch_size`` per replica).
@@ -220,7 +240,9 @@ def pretraining_dataset(
     Reads files (sharded per ``input_context``), shuffles files and records when
     ``shuffle`` (``shuffle_buffer`` defaults to 100 * batch_size), batches raw records
     and parses each batch at once. Extra keyword arguments go to ``make_batches``
-    (``repeat``, ``drop_remainder``, ``pad_to_longest``, ...).
+    (``repeat``, ``drop_remainder``, ``pad_to_longest``, ...). With ``split_labels``
+    each batch is ``(x, y)`` as ``split_pretraining_features`` makes it, ready for
+    ``BertPretrainer.fit``; otherwise one flat dict.
     """
     ds = pipeline.tfrecord_dataset(
         file_patterns,
@@ -231,9 +253,16 @@ def pretraining_dataset(
     )
     if shuffle and shuffle_buffer is None:
         shuffle_buffer = 100 * batch_size
+    parse = pretraining_parser(max_seq_length, max_predictions_per_seq)
+    if split_labels:
+        flat_parse = parse
+
+        def parse(serialized):
+            return split_pretraining_features(flat_parse(serialized))
+
     return pipeline.make_batches(
         ds,
-        pretraining_parser(max_seq_length, max_predictions_per_seq),
+        parse,
         batch_size,
         shuffle_buffer=shuffle_buffer if shuffle else None,
         seed=seed,
