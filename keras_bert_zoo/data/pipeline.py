@@ -505,6 +505,20 @@ def distributed_dataset_fn(
     with ``make_batches(preprocess_fn=..., **batch_kwargs)`` at the per-replica batch
     size ``input_context.get_per_replica_batch_size(global_batch_size)``. Called with
     no context (single device), the batch size is ``global_batch_size``.
+
+    For TPUStrategy (and XLA generally) pass ``drop_remainder=True`` and keep
+    ``pad_to_longest`` / ``bucket_boundaries`` off, so that every batch has one static
+    shape.
+
+    Example::
+
+        def source(ctx):
+            return text_line_dataset("train-*.txt", input_context=ctx, shuffle=True, seed=1)
+
+        dataset_fn = distributed_dataset_fn(
+            source, global_batch_size=256, preprocess_fn=preprocessor,
+            shuffle_buffer=10_000, seed=1, repeat=True, drop_remainder=True)
+        dist = strategy.distribute_datasets_from_function(dataset_fn)
     """
 
     def dataset_fn(input_context: tf.distribute.InputContext | None = None):
