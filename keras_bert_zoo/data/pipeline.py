@@ -265,6 +265,12 @@ def tfds_dataset(
         builder = name_or_builder
     else:
         builder = tfds.builder(name_or_builder, data_dir=data_dir, **(builder_kwargs or {}))
+    if not builder.is_prepared():
+        raise FileNotFoundError(
+            f"tensorflow-datasets {builder.info.full_name!r} is not prepared in "
+            f"{builder.data_dir!r}; this pipeline never downloads: build it first "
+            "(`tfds build` or builder.download_and_prepare())."
+        )
     num_files = builder.info.splits[split].num_shards
     mode, n, i = shard_info(num_files, input_context)
 

@@ -432,6 +432,11 @@ def test_tfds_dataset_reads_local_build_without_download(tiny_tfds):
     )
 
 
+def test_tfds_dataset_refuses_to_download(tiny_tfds, tmp_path):
+    with pytest.raises(FileNotFoundError, match="not prepared"):
+        pipeline.tfds_dataset(tiny_tfds["name"], "train", data_dir=str(tmp_path / "empty"))
+
+
 def test_tfds_dataset_shards_records_or_files(tiny_tfds):
     full = texts_of(pipeline.tfds_dataset(tiny_tfds["one"], "train"))
     for key, mode in (("one", "records"), ("four", "files")):
