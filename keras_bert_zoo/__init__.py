@@ -5,6 +5,7 @@ The public API: configs and presets, the encoder and task models, and
 `keras_bert_zoo.text`, input pipelines in `keras_bert_zoo.data`.
 """
 
+from keras_bert_zoo.checkpoints import CheckpointError, from_pretrained, save_pretrained
 from keras_bert_zoo.config import PRESETS, BertConfig, list_presets
 from keras_bert_zoo.models import (
     BertClassifier,
@@ -24,5 +25,8 @@ __all__ = [
     "BertPretrainer",
     "BertSpanLabeler",
     "BertTokenClassifier",
+    "CheckpointError",
+    "from_pretrained",
     "list_presets",
+    "save_pretrained",
 ]
