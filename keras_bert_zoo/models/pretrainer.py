@@ -120,14 +120,18 @@ class BertPretrainer(EncoderTask):
 
     @property
     def metrics(self):
-        metrics = super().metrics
+        own = [
+            self.masked_lm_loss_tracker,
+            self.next_sentence_loss_tracker,
+            self.masked_lm_accuracy,
+            self.next_sentence_accuracy,
+        ]
+        # Keras already tracks metric attributes in `super().metrics`; list them once, and
+        # only when the built-in objective (which updates them) is in use. Otherwise they
+        # would be reported as 0 next to a user-supplied loss.
+        metrics = [m for m in super().metrics if all(m is not o for o in own)]
         if self.loss is None:
-            metrics = metrics + [
-                self.masked_lm_loss_tracker,
-                self.next_sentence_loss_tracker,
-                self.masked_lm_accuracy,
-                self.next_sentence_accuracy,
-            ]
+            metrics = metrics + own
         return metrics
 
 
