@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import numbers
 import os
 import tempfile
 from typing import Any
@@ -126,8 +128,15 @@ class BertConfig:
             )
         for name in ("hidden_dropout", "attention_dropout"):
             value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
+            if not _is_real(value) or not 0.0 <= value < 1.0:
                 raise ValueError(f"BertConfig.{name} must be in [0, 1), got {value!r}")
+        for name in ("initializer_range", "layer_norm_epsilon"):
+            value = getattr(self, name)
+            if not _is_real(value) or not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"BertConfig.{name} must be a positive number, got {value!r}")
+        pad = self.pad_token_id
+        if not isinstance(pad, int) or isinstance(pad, bool) or pad < 0:
+            raise ValueError(f"BertConfig.pad_token_id must be a non-negative int, got {pad!r}")
 
     # --- Encoder constructor arguments -------------------------------------------------
 
@@ -168,19 +177,19 @@ class BertConfig:
         if missing:
             raise ValueError(f"{source}: missing required keys {missing}")
         return cls(
-            vocab_size=int(data["vocab_size"]),
-            hidden_size=int(data["hidden_size"]),
-            num_layers=int(data["num_hidden_layers"]),
-            num_heads=int(data["num_attention_heads"]),
-            intermediate_size=int(data["intermediate_size"]),
+            vocab_size=_json_int(data, "vocab_size", source),
+            hidden_size=_json_int(data, "hidden_size", source),
+            num_layers=_json_int(data, "num_hidden_layers", source),
+            num_heads=_json_int(data, "num_attention_heads", source),
+            intermediate_size=_json_int(data, "intermediate_size", source),
             hidden_act=_GOOGLE_TO_OURS[activation],
-            hidden_dropout=float(data.get("hidden_dropout_prob", 0.1)),
-            attention_dropout=float(data.get("attention_probs_dropout_prob", 0.1)),
-            max_position_embeddings=int(data.get("max_position_embeddings", 512)),
-            type_vocab_size=int(data.get("type_vocab_size", 2)),
-            initializer_range=float(data.get("initializer_range", 0.02)),
+            hidden_dropout=_json_float(data, "hidden_dropout_prob", source, 0.1),
+            attention_dropout=_json_float(data, "attention_probs_dropout_prob", source, 0.1),
+            max_position_embeddings=_json_int(data, "max_position_embeddings", source, 512),
+            type_vocab_size=_json_int(data, "type_vocab_size", source, 2),
+            initializer_range=_json_float(data, "initializer_range", source, 0.02),
             # The original hard-codes 1e-12; a non-standard key lets a round trip keep others.
-            layer_norm_epsilon=float(data.get("layer_norm_eps", 1e-12)),
+            layer_norm_epsilon=_json_float(data, "layer_norm_eps", source, 1e-12),
         )
 
     def to_google_dict(self) -> dict[str, Any]:
@@ -230,8 +239,10 @@ class BertConfig:
         google_like["hidden_act"] = _OURS_TO_GOOGLE[_HF_TO_OURS[activation]]
         config = cls.from_google_dict(google_like, source=source)
         return config.replace(
-            layer_norm_epsilon=float(data.get("layer_norm_eps", 1e-12)),
-            pad_token_id=int(data.get("pad_token_id") or 0),
+            layer_norm_epsilon=_json_float(data, "layer_norm_eps", source, 1e-12),
+            pad_token_id=_json_int(
+                {"pad_token_id": data.get("pad_token_id") or 0}, "pad_token_id", source
+            ),
         )
 
     def to_hf_dict(self) -> dict[str, Any]:
@@ -255,6 +266,31 @@ class BertConfig:
 
     def to_hf_json(self, path: str | os.PathLike) -> None:
         write_json_atomically(path, self.to_hf_dict())
+
+
+def _is_real(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+_REQUIRED = object()
+
+
+def _json_int(data: dict[str, Any], key: str, source: str, default: Any = _REQUIRED) -> int:
+    """`data[key]` as an int; a non-integral value is an error naming the key."""
+    value = data[key] if default is _REQUIRED else data.get(key, default)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{source}: {key} must be an integer, got {value!r}")
+    return value
+
+
+def _json_float(data: dict[str, Any], key: str, source: str, default: float) -> float:
+    """`data.get(key, default)` as a float; a non-number is an error naming the key."""
+    value = data.get(key, default)
+    if not _is_real(value):
+        raise ValueError(f"{source}: {key} must be a number, got {value!r}")
+    return float(value)
 
 
 def _read_json(path: str | os.PathLike) -> dict[str, Any]:

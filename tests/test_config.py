@@ -178,6 +178,36 @@ def test_google_missing_keys_and_bad_activation_name_the_field():
         BertConfig.from_google_dict({**GOOGLE_BASE, "hidden_act": "swish"})
 
 
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("vocab_size", "abc"),
+        ("hidden_size", 768.5),
+        ("num_hidden_layers", None),
+        ("num_attention_heads", True),
+        ("type_vocab_size", [2]),
+        ("hidden_dropout_prob", "0.1"),
+        ("initializer_range", None),
+    ],
+)
+def test_google_bad_value_types_name_the_key(key, value):
+    with pytest.raises(ValueError, match=key):
+        BertConfig.from_google_dict({**GOOGLE_BASE, key: value})
+
+
+def test_google_integral_floats_are_accepted():
+    config = BertConfig.from_google_dict({**GOOGLE_BASE, "hidden_size": 768.0})
+    assert config.hidden_size == 768 and isinstance(config.hidden_size, int)
+
+
+def test_hf_bad_values_name_the_key():
+    with pytest.raises(ValueError, match="layer_norm_eps"):
+        BertConfig.from_hf_dict(_hf(layer_norm_eps="1e-12"))
+    with pytest.raises(ValueError, match="pad_token_id"):
+        BertConfig.from_hf_dict(_hf(pad_token_id=-3))
+    assert BertConfig.from_hf_dict(_hf(pad_token_id=None)).pad_token_id == 0
+
+
 def test_invalid_json_file(tmp_path):
     path = tmp_path / "bert_config.json"
     path.write_text("{not json")
@@ -282,7 +312,16 @@ def test_hf_rejections_name_the_field():
         ("type_vocab_size", "2"),
         ("hidden_act", "gelu_exact"),
         ("hidden_dropout", 1.0),
+        ("hidden_dropout", "0.1"),
         ("attention_dropout", -0.1),
+        ("attention_dropout", None),
+        ("initializer_range", -0.02),
+        ("initializer_range", "0.02"),
+        ("layer_norm_epsilon", 0.0),
+        ("layer_norm_epsilon", float("inf")),
+        ("layer_norm_epsilon", "1e-12"),
+        ("pad_token_id", -1),
+        ("pad_token_id", 0.5),
     ],
 )
 def test_invalid_values_name_the_field(field, value):
