@@ -170,3 +170,20 @@ def test_policy_survives_save_and_config(policy, tmp_path, small_kwargs, inputs_
     assert loaded.classification_head.dtype_policy.name == policy
     x = inputs_factory(batch=2, seq_len=6, lengths=[6, 4])
     np.testing.assert_array_equal(model.predict(x, verbose=0), loaded.predict(x, verbose=0))
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_pretrainer_policy_close_to_float32(policy, small_kwargs, randomize, inputs_factory):
+    reference = BertPretrainer(BertEncoder(**small_kwargs))
+    randomize(reference, seed=2, scale=0.1)
+    mixed = BertPretrainer(BertEncoder(**small_kwargs, dtype=policy))
+    mixed.set_weights(reference.get_weights())
+    assert mixed.masked_lm_head.compute_dtype == POLICIES[policy]
+    x = inputs_factory(batch=2, seq_len=8, lengths=[8, 6])
+    x["masked_lm_positions"] = np.array([[1, 3, 5], [0, 2, 4]], "int32")
+    want, got = reference(x), mixed(x)
+    for key in ("masked_lm_logits", "next_sentence_logits"):
+        assert _dtype(got[key]) == "float32"
+        diff = np.max(np.abs(np.asarray(got[key]) - np.asarray(want[key])))
+        scale = max(1.0, float(np.max(np.abs(np.asarray(want[key])))))
+        assert diff < 2 * TOLERANCE[policy] * scale, (key, diff)

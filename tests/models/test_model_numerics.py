@@ -240,3 +240,18 @@ def test_keras_ops_are_backend_tensors(randomize, small_kwargs, inputs_factory):
     encoder = _encoder(small_kwargs, randomize)
     out = encoder(inputs_factory())
     assert keras.backend.standardize_dtype(out["sequence_output"].dtype) == "float32"
+
+
+def test_sequence_longer_than_position_table_is_an_error(small_kwargs, inputs_factory):
+    encoder = BertEncoder(**{**small_kwargs, "max_position_embeddings": 8})
+    with pytest.raises(Exception, match="(?i)shape|dimension"):
+        encoder(inputs_factory(batch=1, seq_len=10, lengths=[10]))
+    # Exactly the table length is fine.
+    assert encoder(inputs_factory(batch=1, seq_len=8, lengths=[8]))["sequence_output"].shape[1] == 8
+
+
+def test_encoder_rejects_bad_arguments(small_kwargs):
+    with pytest.raises(ValueError, match="divisible"):
+        BertEncoder(**{**small_kwargs, "num_heads": 5})
+    with pytest.raises(ValueError, match="swish"):
+        BertEncoder(**small_kwargs, hidden_act="swish")
