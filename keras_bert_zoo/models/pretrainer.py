@@ -104,8 +104,14 @@ class BertPretrainer(EncoderTask):
         if self.loss is not None:
             return super().compute_loss(x, y, y_pred, sample_weight, training)
         masked_lm_loss, next_sentence_loss = pretraining_losses(y, y_pred)
-        self.masked_lm_loss_tracker.update_state(masked_lm_loss)
-        self.next_sentence_loss_tracker.update_state(next_sentence_loss)
+        # Weighted like Keras' own loss tracker (by examples; by real predictions for the
+        # masked LM) so a short or empty final batch does not drag the epoch means down.
+        self.masked_lm_loss_tracker.update_state(
+            masked_lm_loss, sample_weight=ops.sum(ops.cast(y["masked_lm_weights"], "float32"))
+        )
+        self.next_sentence_loss_tracker.update_state(
+            next_sentence_loss, sample_weight=ops.shape(y["next_sentence_labels"])[0]
+        )
         self.masked_lm_accuracy.update_state(
             y["masked_lm_ids"], y_pred["masked_lm_logits"], sample_weight=y["masked_lm_weights"]
         )
