@@ -1,0 +1,179 @@
+"""Packing of one to three token segments into BERT's fixed-layout model inputs."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+TRUNCATION_MODES = ("longest_first", "round_robin")
+PAD_MODES = ("fixed", "longest")
+
+
+def longest_first_lengths(lengths, budget):
+    """Segment lengths after google-research/bert's ``_truncate_seq_pair`` rule.
+
+    The rule pops one token at a time from the end of the currently longest
+    segment (a tie pops the later segment) until the total fits `budget`. Closed
+    form: the largest cap ``t`` with ``sum(min(l_i, t)) <= budget``; the tokens left
+    over go one each, earliest segment first, to segments longer than ``t``.
+
+    Args:
+        lengths: int tensor ``[batch, num_segments]``.
+        budget: int. Tokens allowed in total (special tokens excluded).
+
+    Returns:
+        int tensor ``[batch, num_segments]``.
+    """
+    lengths = tf.cast(lengths, tf.int64)
+    caps = tf.range(budget + 1, dtype=tf.int64)  # t never exceeds the budget
+    totals = tf.reduce_sum(tf.minimum(lengths[:, :, None], caps[None, None, :]), axis=1)
+    t = tf.reduce_sum(tf.cast(totals <= budget, tf.int64), axis=1) - 1  # [batch]
+    capped = tf.minimum(lengths, t[:, None])
+    spare = budget - tf.reduce_sum(capped, axis=1)  # [batch]
+    over = lengths > t[:, None]
+    rank_among_over = tf.cumsum(tf.cast(over, tf.int64), axis=1)  # 1-based
+    bonus = over & (rank_among_over <= spare[:, None])
+    return capped + tf.cast(bonus, tf.int64)
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class BertPacker(keras.layers.Layer):
+    """Packs segments as ``[CLS] A [SEP] B [SEP] (C [SEP])`` with masks and type ids.
+
+    Args:
+        sequence_length: int. Maximum packed length, special tokens included.
+        start_value: int. Id of ``[CLS]``.
+        end_value: int. Id of ``[SEP]``.
+        pad_value: int. Id of ``[PAD]``.
+        truncate: str. ``"longest_first"`` (BERT's ``_truncate_seq_pair``: drop the
+            last token of the longest segment, the later one on ties) or
+            ``"round_robin"`` (``tf_text.RoundRobinTrimmer``: every segment keeps
+            tokens in turn, first segment first).
+        pad_to: str. ``"fixed"`` pads to `sequence_length`; ``"longest"`` pads to
+            the longest packed sequence of the batch.
+        **kwargs: Standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: an int ``tf.RaggedTensor`` ``[batch, (tokens)]`` (a
+            ``[batch, (words), (pieces)]`` one is flattened), or a tuple/list of 1-3
+            of them.
+
+    Returns:
+        dict of int32 ``[batch, length]`` tensors: ``input_word_ids``,
+        ``input_mask`` (1 for real tokens) and ``input_type_ids`` (0 for
+        ``[CLS] A [SEP]``, 1 for ``B [SEP]``, 2 for ``C [SEP]``; 0 on padding).
+
+    Example:
+
+    ```python
+    import tensorflow as tf
+    from keras_bert_zoo.text import BertPacker
+
+    packer = BertPacker(8, start_value=101, end_value=102, pad_value=0)
+    a = tf.ragged.constant([[1, 2, 3, 4, 5]])
+    b = tf.ragged.constant([[6, 7, 8]])
+    packer((a, b))["input_word_ids"].numpy()  # [[101, 1, 2, 3, 102, 6, 7, 102]]
+    ```
+    """
+
+    def __init__(
+        self,
+        sequence_length: int,
+        start_value: int = 101,
+        end_value: int = 102,
+        pad_value: int = 0,
+        truncate: str = "longest_first",
+        pad_to: str = "fixed",
+        **kwargs,
+    ):
+        kwargs.setdefault("dtype", "int32")
+        kwargs.setdefault("trainable", False)
+        super().__init__(**kwargs)
+        self._convert_input_args = False
+        self._allow_non_tensor_positional_args = True
+        if truncate not in TRUNCATION_MODES:
+            raise ValueError(f"truncate must be one of {TRUNCATION_MODES}, got {truncate!r}")
+        if pad_to not in PAD_MODES:
+            raise ValueError(f"pad_to must be one of {PAD_MODES}, got {pad_to!r}")
+        if int(sequence_length) < 2:
+            raise ValueError(f"sequence_length must be >= 2, got {sequence_length}")
+        self.sequence_length = int(sequence_length)
+        self.start_value = int(start_value)
+        self.end_value = int(end_value)
+        self.pad_value = int(pad_value)
+        self.truncate = truncate
+        self.pad_to = pad_to
+
+    # === Layers ===
+
+    @staticmethod
+    def _as_segment(x):
+        if not isinstance(x, tf.RaggedTensor):
+            x = tf.convert_to_tensor(x)
+            if x.shape.rank == 1:  # one unbatched sequence
+                x = x[tf.newaxis]
+            x = tf.RaggedTensor.from_tensor(x)
+        if x.ragged_rank > 1:
+            x = x.merge_dims(-2, -1)
+        return tf.cast(x, tf.int32)
+
+    def _trim(self, segments):
+        budget = self.sequence_length - len(segments) - 1
+        if budget < 0:
+            raise ValueError(
+                f"sequence_length {self.sequence_length} cannot hold the special tokens "
+                f"of {len(segments)} segments"
+            )
+        if self.truncate == "round_robin":
+            return tf_text.RoundRobinTrimmer(max_seq_length=budget).trim(segments)
+        lengths = tf.stack([s.row_lengths() for s in segments], axis=1)
+        keep = longest_first_lengths(lengths, budget)
+        return [
+            tf.ragged.boolean_mask(s, tf.ragged.range(s.row_lengths()) < keep[:, i : i + 1])
+            for i, s in enumerate(segments)
+        ]
+
+    def call(self, inputs):
+        if isinstance(inputs, dict):
+            raise TypeError("BertPacker takes a ragged tensor or a tuple/list of them")
+        segments = list(inputs) if isinstance(inputs, tuple | list) else [inputs]
+        if not 1 <= len(segments) <= 3:
+            raise ValueError(f"BertPacker packs 1 to 3 segments, got {len(segments)}")
+        segments = [self._as_segment(s) for s in segments]
+        segments = self._trim(segments)
+        word_ids, type_ids = tf_text.combine_segments(
+            segments, start_of_sequence_id=self.start_value, end_of_segment_id=self.end_value
+        )
+        if self.pad_to == "fixed":
+            length = self.sequence_length
+        else:
+            length = tf.reduce_max(tf.concat([word_ids.row_lengths(), [0]], axis=0))
+        word_ids, mask = tf_text.pad_model_inputs(word_ids, length, pad_value=self.pad_value)
+        type_ids, _ = tf_text.pad_model_inputs(type_ids, length, pad_value=0)
+        return {
+            "input_word_ids": tf.cast(word_ids, tf.int32),
+            "input_mask": tf.cast(mask, tf.int32),
+            "input_type_ids": tf.cast(type_ids, tf.int32),
+        }
+
+    def compute_output_spec(self, inputs):
+        length = self.sequence_length if self.pad_to == "fixed" else None
+        spec = keras.KerasTensor([None, length], dtype="int32")
+        return {"input_word_ids": spec, "input_mask": spec, "input_type_ids": spec}
+
+    # === Config ===
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "sequence_length": self.sequence_length,
+                "start_value": self.start_value,
+                "end_value": self.end_value,
+                "pad_value": self.pad_value,
+                "truncate": self.truncate,
+                "pad_to": self.pad_to,
+            }
+        )
+        return config

@@ -1,0 +1,123 @@
+"""Raw strings -> BERT model inputs: `BertTokenizer` followed by `BertPacker`."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from keras_bert_zoo.text.packer import BertPacker
+from keras_bert_zoo.text.tokenizer import BertTokenizer
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class BertPreprocessor(keras.layers.Layer):
+    """Tokenizes 1-3 string segments and packs them into BERT's inputs.
+
+    The same layer works eagerly, in ``tf.data`` (``ds.batch(n).map(preprocessor)``
+    or per example) and inside an exported SavedModel (the tokenizer's
+    ``vocab.txt`` travels as an asset).
+
+    Args:
+        tokenizer: `BertTokenizer`.
+        sequence_length: int. Packed length, ``[CLS]``/``[SEP]`` included.
+        truncate: str. ``"longest_first"`` or ``"round_robin"`` (see `BertPacker`).
+        pad_to: str. ``"fixed"`` or ``"longest"`` (see `BertPacker`).
+        **kwargs: Standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: string tensor ``[batch]`` (or a scalar), or a tuple/list of 1-3 of
+            them (sentence A, B, C).
+
+    Returns:
+        dict of int32 tensors ``input_word_ids``, ``input_mask``, ``input_type_ids``
+        of shape ``[batch, sequence_length]`` (``[sequence_length]`` for scalars).
+
+    Example:
+
+    ```python
+    import tensorflow as tf
+    from keras_bert_zoo.text import BertPreprocessor, BertTokenizer
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "qu", "##ick", "."]
+    preprocessor = BertPreprocessor(BertTokenizer(vocab, lowercase=True), sequence_length=8)
+    out = preprocessor((tf.constant(["The quick."]), tf.constant(["the"])))
+    out["input_word_ids"].numpy()  # [[2, 5, 6, 7, 8, 3, 5, 3]]
+    out["input_type_ids"].numpy()  # [[0, 0, 0, 0, 0, 0, 1, 1]]
+    ```
+    """
+
+    def __init__(
+        self,
+        tokenizer: BertTokenizer,
+        sequence_length: int = 128,
+        truncate: str = "longest_first",
+        pad_to: str = "fixed",
+        **kwargs,
+    ):
+        kwargs.setdefault("dtype", "int32")
+        kwargs.setdefault("trainable", False)
+        super().__init__(**kwargs)
+        self._convert_input_args = False
+        self._allow_non_tensor_positional_args = True
+        if isinstance(tokenizer, dict):  # from a serialized config
+            tokenizer = keras.saving.deserialize_keras_object(tokenizer)
+        self.tokenizer = tokenizer
+        for name, value in (("[CLS]", tokenizer.cls_token_id), ("[SEP]", tokenizer.sep_token_id)):
+            if value is None:
+                raise ValueError(f"The tokenizer's vocabulary has no {name} token")
+        pad_id = tokenizer.pad_token_id
+        self.packer = BertPacker(
+            sequence_length,
+            start_value=tokenizer.cls_token_id,
+            end_value=tokenizer.sep_token_id,
+            pad_value=0 if pad_id is None else pad_id,
+            truncate=truncate,
+            pad_to=pad_to,
+            dtype="int32",
+        )
+
+    @property
+    def sequence_length(self) -> int:
+        return self.packer.sequence_length
+
+    # === Layers ===
+
+    def call(self, inputs):
+        segments = list(inputs) if isinstance(inputs, tuple | list) else [inputs]
+        if not 1 <= len(segments) <= 3:
+            raise ValueError(f"BertPreprocessor takes 1 to 3 segments, got {len(segments)}")
+        segments = [tf.convert_to_tensor(s) for s in segments]
+        scalar = segments[0].shape.rank == 0
+        if any((s.shape.rank == 0) != scalar for s in segments):
+            raise ValueError("All segments must be scalars or all batched")
+        if scalar:
+            segments = [s[tf.newaxis] for s in segments]
+        outputs = self.packer([self.tokenizer.tokenize(s) for s in segments])
+        if scalar:
+            outputs = {k: v[0] for k, v in outputs.items()}
+        return outputs
+
+    def compute_output_spec(self, inputs):
+        length = self.sequence_length if self.packer.pad_to == "fixed" else None
+        spec = keras.KerasTensor([None, length], dtype="int32")
+        return {"input_word_ids": spec, "input_mask": spec, "input_type_ids": spec}
+
+    # === Config ===
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
+                "sequence_length": self.packer.sequence_length,
+                "truncate": self.packer.truncate,
+                "pad_to": self.packer.pad_to,
+            }
+        )
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
+        return cls(**config)
