@@ -6,7 +6,7 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-TRUNCATION_MODES = ("longest_first", "round_robin")
+TRUNCATION_MODES = ("longest_first", "round_robin", "waterfall")
 PAD_MODES = ("fixed", "longest")
 
 
@@ -49,7 +49,10 @@ class BertPacker(keras.layers.Layer):
         truncate: str. ``"longest_first"`` (BERT's ``_truncate_seq_pair``: drop the
             last token of the longest segment, the later one on ties) or
             ``"round_robin"`` (``tf_text.RoundRobinTrimmer``: every segment keeps
-            tokens in turn, first segment first).
+            tokens in turn, first segment first) or ``"waterfall"``
+            (``tf_text.WaterfallTrimmer``: the first segment keeps all it can).
+            The first two keep the same tokens: both end at a per-segment cap
+            with one token more for the earliest segments above it.
         pad_to: str. ``"fixed"`` pads to `sequence_length`; ``"longest"`` pads to
             the longest packed sequence of the batch.
         **kwargs: Standard `keras.layers.Layer` arguments.
@@ -104,6 +107,8 @@ class BertPacker(keras.layers.Layer):
         self.pad_value = int(pad_value)
         self.truncate = truncate
         self.pad_to = pad_to
+        # No weights: nothing for build() to create.
+        self.built = True
 
     # === Layers ===
 
@@ -127,6 +132,8 @@ class BertPacker(keras.layers.Layer):
             )
         if self.truncate == "round_robin":
             return tf_text.RoundRobinTrimmer(max_seq_length=budget).trim(segments)
+        if self.truncate == "waterfall":
+            return tf_text.WaterfallTrimmer(max_seq_length=budget).trim(segments)
         lengths = tf.stack([s.row_lengths() for s in segments], axis=1)
         keep = longest_first_lengths(lengths, budget)
         return [

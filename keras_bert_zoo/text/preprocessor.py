@@ -75,6 +75,8 @@ class BertPreprocessor(keras.layers.Layer):
             pad_to=pad_to,
             dtype="int32",
         )
+        # No weights: nothing for build() to create.
+        self.built = True
 
     @property
     def sequence_length(self) -> int:

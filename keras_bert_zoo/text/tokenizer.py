@@ -275,6 +275,8 @@ class BertTokenizer(keras.layers.Layer):
         self.suffix_indicator = suffix_indicator
         self.validate_case = validate_case
         self._set_vocabulary(vocabulary, lowercase)
+        # No weights: nothing for build() to create.
+        self.built = True
 
     # === Vocabulary ===
 

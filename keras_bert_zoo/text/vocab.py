@@ -151,3 +151,24 @@ def build_vocab(
             out.append(token)
             seen.add(token)
     return out[:vocab_size]
+
+
+def read_lines(paths: Sequence[str]) -> Iterable[str]:
+    """Non-empty lines of UTF-8 text files (undecodable bytes dropped), lazily."""
+    for path in paths:
+        with open(path, encoding="utf-8", errors="ignore") as f:
+            for line in f:
+                line = line.rstrip("\n")
+                if line.strip():
+                    yield line
+
+
+def expand_globs(patterns: str) -> list[str]:
+    """Sorted files matching comma-separated glob `patterns`; ValueError if none."""
+    import glob
+
+    paths = sorted({p for pattern in patterns.split(",") if pattern for p in glob.glob(pattern)})
+    paths = [p for p in paths if os.path.isfile(p)]
+    if not paths:
+        raise ValueError(f"No file matches {patterns!r}")
+    return paths

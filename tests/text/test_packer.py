@@ -1,0 +1,167 @@
+"""BertPacker layouts against hand-written expectations."""
+
+import itertools
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bert_zoo.text import BertPacker
+from keras_bert_zoo.text.packer import longest_first_lengths
+
+CLS, SEP = 101, 102
+
+
+def ragged(rows):
+    return tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=1)
+
+
+def pack(segments, sequence_length, **kwargs):
+    packer = BertPacker(sequence_length, start_value=CLS, end_value=SEP, pad_value=0, **kwargs)
+    out = packer([ragged(s) for s in segments])
+    assert all(v.dtype == tf.int32 for v in out.values())
+    return {k: v.numpy().tolist() for k, v in out.items()}
+
+
+def test_single_segment_fixed_padding():
+    out = pack([[[1, 2, 3], [4]]], 6)
+    assert out["input_word_ids"] == [[CLS, 1, 2, 3, SEP, 0], [CLS, 4, SEP, 0, 0, 0]]
+    assert out["input_mask"] == [[1, 1, 1, 1, 1, 0], [1, 1, 1, 0, 0, 0]]
+    assert out["input_type_ids"] == [[0] * 6, [0] * 6]
+
+
+def test_single_segment_truncated():
+    out = pack([[[1, 2, 3, 4, 5, 6]]], 5)
+    assert out["input_word_ids"] == [[CLS, 1, 2, 3, SEP]]
+    assert out["input_mask"] == [[1, 1, 1, 1, 1]]
+
+
+@pytest.mark.parametrize("truncate", ["longest_first", "round_robin"])
+def test_pair_truncation(truncate):
+    # Budget 5 for a=5, b=3: a->4, a->3, tie -> pop b (the later segment) -> b=2.
+    out = pack([[[1, 2, 3, 4, 5]], [[11, 12, 13]]], 8, truncate=truncate)
+    assert out["input_word_ids"] == [[CLS, 1, 2, 3, SEP, 11, 12, SEP]]
+    assert out["input_type_ids"] == [[0, 0, 0, 0, 0, 1, 1, 1]]
+    assert out["input_mask"] == [[1] * 8]
+    # Equal lengths, budget 4: b->2 first, then a->2.
+    out = pack([[[1, 2, 3]], [[11, 12, 13]]], 7, truncate=truncate)
+    assert out["input_word_ids"] == [[CLS, 1, 2, SEP, 11, 12, SEP]]
+    # Budget 5 with equal lengths: only b loses a token.
+    out = pack([[[1, 2, 3]], [[11, 12, 13]]], 8, truncate=truncate)
+    assert out["input_word_ids"] == [[CLS, 1, 2, 3, SEP, 11, 12, SEP]]
+    # The short segment is untouched when the long one absorbs the cut.
+    out = pack([[[1]], [[11, 12, 13, 14, 15, 16]]], 7, truncate=truncate)
+    assert out["input_word_ids"] == [[CLS, 1, SEP, 11, 12, 13, SEP]]
+    assert out["input_type_ids"] == [[0, 0, 0, 1, 1, 1, 1]]
+
+
+@pytest.mark.parametrize("truncate", ["longest_first", "round_robin"])
+def test_triple_truncation(truncate):
+    # Budget 5 for 4,2,3: a->3; a,c tie -> c->2; a->2; three-way tie -> c->1.
+    out = pack([[[1, 2, 3, 4]], [[11, 12]], [[21, 22, 23]]], 9, truncate=truncate)
+    assert out["input_word_ids"] == [[CLS, 1, 2, SEP, 11, 12, SEP, 21, SEP]]
+    assert out["input_type_ids"] == [[0, 0, 0, 0, 1, 1, 1, 2, 2]]
+    assert out["input_mask"] == [[1] * 9]
+
+
+def test_triple_no_truncation_fixed_padding():
+    out = pack([[[1]], [[11]], [[21, 22]]], 10)
+    assert out["input_word_ids"] == [[CLS, 1, SEP, 11, SEP, 21, 22, SEP, 0, 0]]
+    assert out["input_type_ids"] == [[0, 0, 0, 1, 1, 2, 2, 2, 0, 0]]
+    assert out["input_mask"] == [[1, 1, 1, 1, 1, 1, 1, 1, 0, 0]]
+
+
+def test_waterfall_fills_first_segment_first():
+    out = pack([[[1, 2, 3, 4, 5]], [[11, 12, 13]]], 8, truncate="waterfall")
+    assert out["input_word_ids"] == [[CLS, 1, 2, 3, 4, 5, SEP, SEP]]
+
+
+def test_pad_to_longest():
+    out = pack([[[1, 2], [3], []], [[11], [12, 13, 14], []]], 16, pad_to="longest")
+    assert out["input_word_ids"] == [
+        [CLS, 1, 2, SEP, 11, SEP, 0],
+        [CLS, 3, SEP, 12, 13, 14, SEP],
+        [CLS, SEP, SEP, 0, 0, 0, 0],
+    ]
+    assert out["input_type_ids"] == [
+        [0, 0, 0, 0, 1, 1, 0],
+        [0, 0, 0, 1, 1, 1, 1],
+        [0, 0, 1, 0, 0, 0, 0],
+    ]
+    assert out["input_mask"] == [
+        [1, 1, 1, 1, 1, 1, 0],
+        [1, 1, 1, 1, 1, 1, 1],
+        [1, 1, 1, 0, 0, 0, 0],
+    ]
+
+
+def test_pad_to_longest_still_truncates():
+    out = pack([[[1, 2, 3, 4, 5, 6, 7, 8]]], 5, pad_to="longest")
+    assert out["input_word_ids"] == [[CLS, 1, 2, 3, SEP]]
+
+
+def test_words_by_pieces_input_is_flattened():
+    packer = BertPacker(6, start_value=CLS, end_value=SEP)
+    pieces = tf.ragged.constant([[[1, 2], [3]]], dtype=tf.int32)
+    assert packer(pieces)["input_word_ids"].numpy().tolist() == [[CLS, 1, 2, 3, SEP, 0]]
+
+
+def truncate_seq_pair_like(lengths, budget):
+    """google-research/bert's pop loop, generalised to k segments (ties: last)."""
+    lengths = list(lengths)
+    while sum(lengths) > budget:
+        longest = max(lengths)
+        last = max(i for i, n in enumerate(lengths) if n == longest)
+        lengths[last] -= 1
+    return lengths
+
+
+def test_longest_first_closed_form_matches_pop_loop():
+    cases = []
+    for k in (1, 2, 3):
+        for lengths in itertools.product(range(0, 7), repeat=k):
+            for budget in range(0, 12):
+                cases.append((lengths, budget))
+    for k in (1, 2, 3):
+        group = [(lengths, b) for lengths, b in cases if len(lengths) == k]
+        for budget in range(0, 12):
+            rows = [lengths for lengths, b in group if b == budget]
+            got = longest_first_lengths(tf.constant(rows), budget).numpy().tolist()
+            expected = [truncate_seq_pair_like(r, budget) for r in rows]
+            assert got == expected
+
+
+def test_round_robin_trimmer_agrees_with_longest_first():
+    import tensorflow_text as tf_text
+
+    for k in (2, 3):
+        rows = list(itertools.product(range(0, 6), repeat=k))
+        segments = [ragged([list(range(r[i])) for r in rows]) for i in range(k)]
+        for budget in range(0, 10):
+            trimmed = tf_text.RoundRobinTrimmer(max_seq_length=budget).trim(segments)
+            got = tf.stack([t.row_lengths() for t in trimmed], axis=1).numpy().tolist()
+            assert got == [truncate_seq_pair_like(r, budget) for r in rows]
+
+
+def test_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="truncate"):
+        BertPacker(8, truncate="middle")
+    with pytest.raises(ValueError, match="pad_to"):
+        BertPacker(8, pad_to="bucket")
+    with pytest.raises(ValueError, match="1 to 3"):
+        BertPacker(8)([ragged([[1]])] * 4)
+    with pytest.raises(ValueError, match="special tokens"):
+        BertPacker(3)([ragged([[1]])] * 3)
+
+
+def test_config_round_trip_and_graph_mode():
+    packer = BertPacker(7, start_value=2, end_value=3, pad_value=0, truncate="round_robin")
+    clone = BertPacker.from_config(packer.get_config())
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(packer))
+    a, b = ragged([[5, 6, 7, 8], [9]]), ragged([[10, 11, 12], []])
+    fn = tf.function(lambda x, y: clone((x, y)))
+    for layer_out in (packer((a, b)), fn(a, b), restored((a, b))):
+        np.testing.assert_array_equal(
+            layer_out["input_word_ids"], [[2, 5, 6, 3, 10, 11, 3], [2, 9, 3, 3, 0, 0, 0]]
+        )

@@ -1,0 +1,107 @@
+"""Vocabulary reading, atomic writing, learning, and the tools/build_vocab.py binary."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+from keras_bert_zoo.text import BertTokenizer, build_vocab, load_vocab, write_vocab
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CORPUS = [
+    "The cat sat on the mat.",
+    "The dog sat on the log!",
+    "Cats and dogs: friends or foes?",
+    "A café in Zürich serves coffee.",
+] * 20
+
+
+def test_write_and_load_round_trip(tmp_path):
+    path = str(tmp_path / "vocab.txt")
+    tokens = ["[PAD]", "[UNK]", "héllo", "##s", "中"]
+    assert write_vocab(path, tokens) == path
+    assert load_vocab(path) == tokens
+    assert open(path, encoding="utf-8").read() == "".join(t + "\n" for t in tokens)
+    assert os.listdir(tmp_path) == ["vocab.txt"]
+
+
+def test_write_is_atomic_and_validates(tmp_path):
+    path = str(tmp_path / "vocab.txt")
+    write_vocab(path, ["[UNK]", "old"])
+    for bad in (["[UNK]", "two words"], ["[UNK]", ""], ["[UNK]", "a", "a"], ["[UNK]", "x\n"]):
+        with pytest.raises(ValueError):
+            write_vocab(path, bad)
+        assert load_vocab(path) == ["[UNK]", "old"]
+    write_vocab(path, ["[UNK]", "new"])
+    assert load_vocab(path) == ["[UNK]", "new"]
+    assert sorted(os.listdir(tmp_path)) == ["vocab.txt"]
+
+
+def test_load_strips_like_the_original_and_rejects_garbage(tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_bytes(b"[PAD]\r\n [UNK] \nword\n")
+    assert load_vocab(str(path)) == ["[PAD]", "[UNK]", "word"]
+    path.write_bytes(b"")
+    with pytest.raises(ValueError, match="empty"):
+        load_vocab(str(path))
+    path.write_bytes(b"ok\n\xff\xfe\n")
+    with pytest.raises(ValueError, match="UTF-8"):
+        load_vocab(str(path))
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_build_vocab_covers_its_corpus(lowercase, tmp_path):
+    vocab = build_vocab(CORPUS, vocab_size=200, lowercase=lowercase)
+    assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert len(vocab) <= 200 and len(set(vocab)) == len(vocab)
+    assert any(t != t.lower() for t in vocab[5:]) is not lowercase
+    assert ("café" in vocab or "cafe" in vocab) if lowercase else "Zürich" in vocab
+    tokenizer = BertTokenizer(vocabulary=write_vocab(str(tmp_path / "v.txt"), vocab))
+    assert tokenizer.lowercase is lowercase
+    ids = tokenizer(tf.constant(CORPUS[:4])).flat_values.numpy()
+    assert tokenizer.unknown_token_id not in ids
+
+
+def test_build_vocab_from_datasets_and_arguments():
+    from_lines = build_vocab(CORPUS, vocab_size=120, lowercase=True)
+    scalar_ds = tf.data.Dataset.from_tensor_slices(CORPUS)
+    assert build_vocab(scalar_ds, vocab_size=120, lowercase=True) == from_lines
+    assert build_vocab(scalar_ds.batch(7), vocab_size=120, lowercase=True) == from_lines
+    custom = build_vocab(CORPUS, 120, True, reserved_tokens=["[PAD]", "[UNK]", "[X]"])
+    assert custom[:3] == ["[PAD]", "[UNK]", "[X]"]
+    with pytest.raises(ValueError, match="vocab_size"):
+        build_vocab(CORPUS, vocab_size=5, lowercase=True)
+    with pytest.raises(TypeError):
+        build_vocab("a single string", vocab_size=50, lowercase=True)
+
+
+def run_tool(*args):
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run(
+        [sys.executable, os.path.join(REPO, "tools", "build_vocab.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+def test_build_vocab_tool(tmp_path):
+    for i in range(2):
+        (tmp_path / f"part{i}.txt").write_text("\n".join(CORPUS[i::2]) + "\n", encoding="utf-8")
+    out = tmp_path / "out" / "vocab.txt"
+    out.parent.mkdir()
+    result = run_tool(
+        f"--input_files={tmp_path}/part*.txt",
+        f"--output_vocab={out}",
+        "--vocab_size=150",
+        "--nolowercase",
+    )
+    assert result.returncode == 0, result.stderr
+    vocab = load_vocab(str(out))
+    assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] and "Zürich" in vocab
+    assert vocab == build_vocab(CORPUS, vocab_size=150, lowercase=False)
+    missing = run_tool(f"--input_files={tmp_path}/nothing*.txt", f"--output_vocab={out}")
+    assert missing.returncode != 0 and "No file matches" in missing.stderr
