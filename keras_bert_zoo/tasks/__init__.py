@@ -1,0 +1,1 @@
+"""Task families: what each feeds the model, what it reads out, and how it is scored."""
