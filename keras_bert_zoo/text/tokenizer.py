@@ -104,7 +104,8 @@ def _character_classes() -> dict[str, str]:
         "split_keep": _regex_class(punctuation + cjk),
         "split_any": _regex_class(whitespace + punctuation + cjk),
         "nonspacing": _regex_class(nonspacing),
-        "unassigned": _regex_class(unassigned),
+        # Surrogates: RE2 accepts their (invalid) UTF-8 encodings as characters.
+        "exact_only": _regex_class(unassigned + list(range(0xD800, 0xE000))),
     }
 
 
@@ -310,6 +311,11 @@ class BertTokenizer(keras.layers.Layer):
         self._token_to_id = {t: i for i, t in enumerate(tokens)}
         self._classes = _character_classes()
         self._lower_fixups = _lowercase_fixups() if self.lowercase else ()
+        self._fast_path_pattern = "(?s)[^" + self._classes["exact_only"][1:]
+        if self._lower_fixups:
+            fixups = _regex_class(ord(c) for c, _ in self._lower_fixups)
+            self._fast_path_pattern = self._fast_path_pattern[:-1] + fixups[1:]
+        self._fast_path_pattern += "*"
         # Word-piece step of the all-regex path (words split here).
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             vocab=tokens,
@@ -379,34 +385,36 @@ class BertTokenizer(keras.layers.Layer):
 
     # === Layers ===
 
-    def _normalize(self, text):
-        """BERT's cleaning (and lower-casing + accent stripping) of a string tensor."""
-        # Invalid bytes become U+FFFD, which cleaning drops, as the original's
-        # decode(errors="ignore") would; the transcode only runs when needed.
-        valid = tf.reduce_all(tf.strings.regex_full_match(text, r"(?s)[\x00-\x{10FFFF}]*"))
-        text = tf.cond(
-            valid,
-            lambda: tf.identity(text),
-            lambda: tf.strings.unicode_transcode(
+    def _normalize(self, text, exact: bool):
+        """BERT's cleaning (and lower-casing + accent stripping) of a string tensor.
+
+        `exact=False` assumes what `_fast_path_ok` checks: valid UTF-8 holding no
+        character whose handling differs between TF's Unicode tables and Python's.
+        """
+        if exact:
+            # Invalid bytes become U+FFFD, which cleaning drops, as the original's
+            # decode(errors="ignore") would.
+            text = tf.strings.unicode_transcode(
                 text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
-            ),
-        )
+            )
         text = tf.strings.regex_replace(text, self._classes["control"], "")
         if not self.lowercase:
             return text
         text = tf.strings.lower(text, encoding="utf-8")
-        if self._lower_fixups:
-            fix_class = _regex_class(ord(c) for c, _ in self._lower_fixups)
-
-            def fix(t):
-                for char, lower in self._lower_fixups:
-                    t = tf.strings.regex_replace(t, f"\\x{{{ord(char):X}}}", lower)
-                return t
-
-            needs_fix = tf.reduce_any(tf.strings.regex_full_match(text, f"(?s).*{fix_class}.*"))
-            text = tf.cond(needs_fix, lambda: fix(text), lambda: tf.identity(text))
+        if exact:
+            for char, lower in self._lower_fixups:
+                text = tf.strings.regex_replace(text, f"\\x{{{ord(char):X}}}", lower)
         text = tf_text.normalize_utf8(text, "NFD")
         return tf.strings.regex_replace(text, self._classes["nonspacing"], "")
+
+    def _fast_path_ok(self, inputs):
+        """Per string: True when the fast path tokenizes it exactly.
+
+        The exact path is for invalid UTF-8 (encoded surrogates included), characters
+        unassigned in Python's Unicode tables (TF's newer ICU classifies some as
+        punctuation and decomposes others) and the capitals `tf.strings.lower` misses.
+        """
+        return tf.strings.regex_full_match(inputs, self._fast_path_pattern)
 
     def _regex_words(self, normalized):
         """Ragged words, their byte starts/ends in `normalized`, and a too-long mask."""
@@ -423,10 +431,6 @@ class BertTokenizer(keras.layers.Layer):
         )
         return words, starts, ends, too_long
 
-    def _needs_regex_path(self, normalized):
-        pattern = f"(?s).*{self._classes['unassigned']}.*"
-        return tf.reduce_any(tf.strings.regex_full_match(normalized, pattern))
-
     def _collapse_long_words(self, ids, starts=None, ends=None):
         """Turns each word over the character limit into one [UNK] (ids `[batch, (pieces)]`).
 
@@ -441,35 +445,68 @@ class BertTokenizer(keras.layers.Layer):
         chars = tf.gather(tf.constant(self._piece_chars, tf.int32), flat)
         word_chars = tf.math.unsorted_segment_sum(chars, word, num_words)
         long = tf.gather(word_chars > self.max_chars_per_token, word)
-        keep = ids.with_flat_values(~long | starts_word)
-        unk = tf.constant(self.unknown_token_id, flat.dtype)
-        out = [ids.with_flat_values(tf.where(long, unk, flat))]
-        if starts is not None:
-            out.append(starts)
-            word_end = tf.math.unsorted_segment_max(ends.flat_values, word, num_words)
-            out.append(
-                ends.with_flat_values(tf.where(long, tf.gather(word_end, word), ends.flat_values))
+        keep = ~long | starts_word
+        # Re-masking by hand (flat values + row lengths) is much cheaper than
+        # tf.ragged.boolean_mask; the common case keeps every piece.
+        row_lengths = tf.math.unsorted_segment_sum(
+            tf.cast(keep, tf.int64), ids.value_rowids(), ids.nrows()
+        )
+
+        def masked(values):
+            return tf.RaggedTensor.from_row_lengths(
+                tf.boolean_mask(values, keep), row_lengths, validate=False
             )
-        return [tf.ragged.boolean_mask(x, keep) for x in out]
 
-    def _tokenize_normalized(self, normalized):
-        def fast():
-            ids = self._fast_bert.tokenize(normalized)
-            return self._collapse_long_words(ids)[0]
+        unk = tf.constant(self.unknown_token_id, flat.dtype)
+        out = [masked(tf.where(long, unk, flat))]
+        if starts is not None:
+            word_end = tf.math.unsorted_segment_max(ends.flat_values, word, num_words)
+            out.append(masked(starts.flat_values))
+            out.append(masked(tf.where(long, tf.gather(word_end, word), ends.flat_values)))
+        return out
 
-        def exact():
-            words, _, _, _ = self._regex_words(normalized)
-            return self._wordpiece.tokenize(words).merge_dims(-2, -1)
+    def _route(self, inputs, fast, exact):
+        """Runs `fast` on the strings it handles exactly and `exact` on the rest.
 
-        return tf.cond(self._needs_regex_path(normalized), exact, fast)
+        Both always run (on a possibly empty batch) and the rows are put back in
+        order: a tf.cond here would cost parallelism inside tf.data.
+        """
+        ok = self._fast_path_ok(inputs)
+        ok_rows = tf.where(ok)[:, 0]
+        other_rows = tf.where(~ok)[:, 0]
+        results = [
+            tf.concat([a, b], axis=0)
+            for a, b in zip(
+                fast(tf.gather(inputs, ok_rows)),
+                exact(tf.gather(inputs, other_rows)),
+                strict=True,
+            )
+        ]
+        order = tf.argsort(tf.concat([ok_rows, other_rows], axis=0))
+        return [tf.gather(r, order) for r in results]
 
-    def _tokenize_normalized_with_offsets(self, normalized):
-        def fast():
+    def _tokenize_ids(self, inputs):
+        def fast(texts):
+            ids = self._fast_bert.tokenize(self._normalize(texts, exact=False))
+            return self._collapse_long_words(ids)[:1]
+
+        def exact(texts):
+            words, _, _, _ = self._regex_words(self._normalize(texts, exact=True))
+            return [self._wordpiece.tokenize(words).merge_dims(-2, -1)]
+
+        return self._route(inputs, fast, exact)[0]
+
+    def _tokenize_normalized_offsets(self, inputs):
+        """Ids with byte offsets into the normalized strings."""
+
+        def fast(texts):
+            normalized = self._normalize(texts, exact=False)
             ids, starts, ends = self._fast_bert.tokenize_with_offsets(normalized)
             ids, starts, ends = self._collapse_long_words(ids, starts, ends)
             return ids, tf.cast(starts, tf.int64), tf.cast(ends, tf.int64)
 
-        def exact():
+        def exact(texts):
+            normalized = self._normalize(texts, exact=True)
             words, word_starts, word_ends, too_long = self._regex_words(normalized)
             ids, piece_starts, piece_ends = self._wordpiece.tokenize_with_offsets(words)
             # Piece offsets within their word -> within the string; the [UNK]
@@ -487,7 +524,7 @@ class BertTokenizer(keras.layers.Layer):
                 tf.cast(piece_starts.with_flat_values(flat_ends).merge_dims(-2, -1), tf.int64),
             )
 
-        return tf.cond(self._needs_regex_path(normalized), exact, fast)
+        return self._route(inputs, fast, exact)
 
     def _to_batch(self, inputs):
         inputs = tf.convert_to_tensor(inputs)
@@ -506,7 +543,7 @@ class BertTokenizer(keras.layers.Layer):
     def tokenize(self, inputs):
         """int32 ragged ids `[batch, (tokens)]` (or `[(tokens)]` for a scalar)."""
         inputs, scalar = self._to_batch(inputs)
-        ids = self._tokenize_normalized(self._normalize(inputs))
+        ids = self._tokenize_ids(inputs)
         return ids[0] if scalar else ids
 
     def tokenize_with_offsets(self, inputs):
@@ -518,9 +555,7 @@ class BertTokenizer(keras.layers.Layer):
         to no token).
         """
         inputs, scalar = self._to_batch(inputs)
-        ids, norm_starts, norm_ends = self._tokenize_normalized_with_offsets(
-            self._normalize(inputs)
-        )
+        ids, norm_starts, norm_ends = self._tokenize_normalized_offsets(inputs)
         starts, ends = self._map_to_original(inputs, norm_starts, norm_ends)
         if scalar:
             return ids[0], starts[0], ends[0]
