@@ -15,7 +15,8 @@ Rows:
 * Hugging Face ``tokenizers`` ``BertWordPieceTokenizer.encode_batch`` over all lines
   (its own thread pool).
 
-Each figure is the median of --repeats timed passes after one warm-up pass. Prints
+Each figure is the median of --repeats timed passes after one warm-up pass, the
+passes of all rows interleaved (keras-hub eager: one pass). Prints
 sentences/s, MB/s of UTF-8 input, and the ratio ours (tf.data) / row.
 
 Usage:
@@ -53,14 +54,17 @@ def wiki_lines(limit: int) -> list[str]:
     return lines[:limit]
 
 
-def median_seconds(fn, repeats: int) -> float:
-    fn()  # warm-up: tracing, thread pools, caches
-    samples = []
+def interleaved_medians(runners: dict, repeats: int) -> dict:
+    """Median seconds per runner; timed passes interleave so that drift hits all alike."""
+    for fn in runners.values():
+        fn()  # warm-up: tracing, thread pools, caches
+    samples = {name: [] for name in runners}
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+        for name, fn in runners.items():
+            start = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(times) for name, times in samples.items()}
 
 
 def pipeline_runner(lines, batch_size, fn):
@@ -73,11 +77,11 @@ def pipeline_runner(lines, batch_size, fn):
         .prefetch(tf.data.AUTOTUNE)
     )
 
+    batches = -(-len(lines) // batch_size)
+
     def run():
-        count = 0
-        for ids in ds:
-            count += int(ids.nrows()) if hasattr(ids, "nrows") else int(ids.shape[0])
-        assert count == len(lines), count
+        count = sum(1 for _ in ds)
+        assert count == batches, count
 
     return run
 
@@ -105,46 +109,43 @@ def main():
         f"median of {args.repeats} passes"
     )
     tensor = tf.constant(lines)
-    results = {}
+    runners = {}
 
     ours = BertTokenizer(vocabulary=vocab_path, lowercase=True)
-    results["ours BertTokenizer, tf.data"] = median_seconds(
-        pipeline_runner(lines, args.batch_size, ours), args.repeats
-    )
-    results["ours BertTokenizer, one eager call"] = median_seconds(
-        lambda: ours(tensor), args.repeats
-    )
+    runners["ours BertTokenizer, tf.data"] = pipeline_runner(lines, args.batch_size, ours)
+    runners["ours BertTokenizer, one eager call"] = lambda: ours(tensor)
     fast = tf_text.FastBertTokenizer(
         vocab=load_vocab(vocab_path), token_out_type=tf.int32, lower_case_nfd_strip_accents=True
     )
-    results["tf-text FastBertTokenizer (inexact), tf.data"] = median_seconds(
-        pipeline_runner(lines, args.batch_size, fast.tokenize), args.repeats
+    runners["tf-text FastBertTokenizer (inexact), tf.data"] = pipeline_runner(
+        lines, args.batch_size, fast.tokenize
     )
+    slow = {}
     try:
         import keras_hub
 
         hub = keras_hub.tokenizers.BertTokenizer(vocabulary=vocab_path, lowercase=True)
-        results["keras-hub BertTokenizer, tf.data"] = median_seconds(
-            pipeline_runner(lines, args.batch_size, hub), args.repeats
-        )
+        runners["keras-hub BertTokenizer, tf.data"] = pipeline_runner(lines, args.batch_size, hub)
         if not args.skip_keras_hub_eager:
             batches = [
                 tensor[i : i + args.batch_size] for i in range(0, len(lines), args.batch_size)
             ]
-            results["keras-hub BertTokenizer, eager per batch"] = median_seconds(
-                lambda: [hub(b) for b in batches], 1
-            )
+            slow["keras-hub BertTokenizer, eager per batch"] = lambda: [hub(b) for b in batches]
     except ImportError:
         print("keras-hub not installed: skipped")
     try:
         from tokenizers import BertWordPieceTokenizer
 
         hf = BertWordPieceTokenizer(vocab_path, lowercase=True)
-        results["HF tokenizers BertWordPieceTokenizer.encode_batch"] = median_seconds(
-            lambda: hf.encode_batch(lines, add_special_tokens=False), args.repeats
+        runners["HF tokenizers BertWordPieceTokenizer.encode_batch"] = lambda: hf.encode_batch(
+            lines, add_special_tokens=False
         )
     except ImportError:
         print("tokenizers not installed: skipped")
+
+    results = interleaved_medians(runners, args.repeats)
+    # Tens of seconds a pass: one timed pass is enough to show the gap.
+    results.update(interleaved_medians(slow, 1))
 
     ours_seconds = results["ours BertTokenizer, tf.data"]
     rows = []

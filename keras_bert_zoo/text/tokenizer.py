@@ -465,45 +465,75 @@ class BertTokenizer(keras.layers.Layer):
             out.append(masked(tf.where(long, tf.gather(word_end, word), ends.flat_values)))
         return out
 
-    def _route(self, inputs, fast, exact):
-        """Runs `fast` on the strings it handles exactly and `exact` on the rest.
+    @staticmethod
+    def _stitch(parts):
+        """Concatenates row groups [(row indices, [tensors...])] back into row order."""
+        rows = tf.concat([r for r, _ in parts], axis=0)
+        order = tf.argsort(rows)
+        return [
+            tf.gather(tf.concat(list(group), axis=0), order)
+            for group in zip(*[t for _, t in parts], strict=True)
+        ]
 
-        Both always run (on a possibly empty batch) and the rows are put back in
-        order: a tf.cond here would cost parallelism inside tf.data.
+    def _maybe_long(self, normalized):
+        """Per string: may hold a word over max_chars_per_token characters.
+
+        A necessary condition, cheap to test: a run that long without ASCII
+        whitespace or ASCII punctuation (RE2 caps counted repeats at 1000).
+        """
+        run = min(self.max_chars_per_token + 1, 1000)
+        pattern = f"(?s).*[^\\t\\n\\r !-/:-@\\[-`{{-~]{{{run}}}.*"
+        return tf.strings.regex_full_match(normalized, pattern)
+
+    def _route(self, inputs, fast, collapse, exact):
+        """Tokenizes each string on the cheapest path that is exact for it.
+
+        Every path always runs (on a possibly empty group) and rows are stitched
+        back in order: a tf.cond here would cost parallelism inside tf.data.
+        `fast(normalized)` -> tensors, `collapse(tensors)` -> tensors with long
+        words as [UNK], `exact(texts)` -> tensors.
         """
         ok = self._fast_path_ok(inputs)
         ok_rows = tf.where(ok)[:, 0]
         other_rows = tf.where(~ok)[:, 0]
-        results = [
-            tf.concat([a, b], axis=0)
-            for a, b in zip(
-                fast(tf.gather(inputs, ok_rows)),
-                exact(tf.gather(inputs, other_rows)),
-                strict=True,
-            )
-        ]
-        order = tf.argsort(tf.concat([ok_rows, other_rows], axis=0))
-        return [tf.gather(r, order) for r in results]
+        normalized = self._normalize(tf.gather(inputs, ok_rows), exact=False)
+        fast_out = fast(normalized)
+        maybe_long = self._maybe_long(normalized)
+        long_in_ok = tf.where(maybe_long)[:, 0]
+        short_in_ok = tf.where(~maybe_long)[:, 0]
+        return self._stitch(
+            [
+                (tf.gather(ok_rows, short_in_ok), [tf.gather(t, short_in_ok) for t in fast_out]),
+                (
+                    tf.gather(ok_rows, long_in_ok),
+                    collapse([tf.gather(t, long_in_ok) for t in fast_out]),
+                ),
+                (other_rows, exact(tf.gather(inputs, other_rows))),
+            ]
+        )
 
     def _tokenize_ids(self, inputs):
-        def fast(texts):
-            ids = self._fast_bert.tokenize(self._normalize(texts, exact=False))
-            return self._collapse_long_words(ids)[:1]
+        def fast(normalized):
+            return [self._fast_bert.tokenize(normalized)]
+
+        def collapse(tensors):
+            return self._collapse_long_words(*tensors)
 
         def exact(texts):
             words, _, _, _ = self._regex_words(self._normalize(texts, exact=True))
             return [self._wordpiece.tokenize(words).merge_dims(-2, -1)]
 
-        return self._route(inputs, fast, exact)[0]
+        return self._route(inputs, fast, collapse, exact)[0]
 
     def _tokenize_normalized_offsets(self, inputs):
         """Ids with byte offsets into the normalized strings."""
 
-        def fast(texts):
-            normalized = self._normalize(texts, exact=False)
+        def fast(normalized):
             ids, starts, ends = self._fast_bert.tokenize_with_offsets(normalized)
-            ids, starts, ends = self._collapse_long_words(ids, starts, ends)
-            return ids, tf.cast(starts, tf.int64), tf.cast(ends, tf.int64)
+            return [ids, tf.cast(starts, tf.int64), tf.cast(ends, tf.int64)]
+
+        def collapse(tensors):
+            return self._collapse_long_words(*tensors)
 
         def exact(texts):
             normalized = self._normalize(texts, exact=True)
@@ -518,13 +548,13 @@ class BertTokenizer(keras.layers.Layer):
             word_end = tf.gather(word_ends.flat_values, word_of_piece)
             flat_starts = tf.where(long, word_start, word_start + by_word.flat_values)
             flat_ends = tf.where(long, word_end, word_start + piece_ends.flat_values)
-            return (
+            return [
                 ids.merge_dims(-2, -1),
                 tf.cast(piece_starts.with_flat_values(flat_starts).merge_dims(-2, -1), tf.int64),
                 tf.cast(piece_starts.with_flat_values(flat_ends).merge_dims(-2, -1), tf.int64),
-            )
+            ]
 
-        return self._route(inputs, fast, exact)
+        return self._route(inputs, fast, collapse, exact)
 
     def _to_batch(self, inputs):
         inputs = tf.convert_to_tensor(inputs)

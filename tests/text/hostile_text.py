@@ -37,6 +37,7 @@ HOSTILE_LINES = [
     "http://example.com/" + "abc/" * 40 + " url",
     "supercalifragilistic" * 6,
     "Ω" * 99 + "Ω",
+    "한" * 40 + " hangul decomposes to 120 jamo",
     # empty-ish
     "",
     " ",
