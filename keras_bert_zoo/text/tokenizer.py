@@ -17,11 +17,12 @@ then ``WordpieceTokenizer``) token for token. tensorflow-text's
 So the cleaning, lower-casing and accent stripping are done here with TF string ops
 whose character classes come from Python's ``unicodedata``; then
 ``FastBertTokenizer`` (cased, no normalisation of its own) splits and word-pieces
-the normalised text, and words over ``max_chars_per_token`` characters are turned
-into ``[UNK]`` from the pieces' lengths. A batch holding a character Python
-considers unassigned takes an all-regex split (classes from ``unicodedata``) into
-``FastWordpieceTokenizer`` instead; that path agrees with the reference on every
-code point.
+the normalised text. Per string, two rare cases leave that fast path: a string that
+may hold a word over ``max_chars_per_token`` characters has such words turned into
+``[UNK]`` from its pieces' lengths, and a string holding invalid UTF-8 or a
+character whose handling differs between TF's Unicode tables and Python's takes an
+all-regex split (classes from ``unicodedata``) into ``FastWordpieceTokenizer``; that
+exact path agrees with the reference on every code point.
 """
 
 from __future__ import annotations
@@ -344,6 +345,16 @@ class BertTokenizer(keras.layers.Layer):
             for t in tokens
         ]
         self._piece_starts_word = [not t.startswith(suffix) for t in tokens]
+        # Built once, eagerly: traced functions capture them instead of embedding
+        # 30k-element constants in every graph.
+        with tf.init_scope():
+            self._piece_table = tf.constant(
+                [
+                    2 * c + int(w)
+                    for c, w in zip(self._piece_chars, self._piece_starts_word, strict=True)
+                ],
+                tf.int32,
+            )
         self._offset_table = None
 
     def get_vocabulary(self) -> list[str]:
@@ -439,10 +450,11 @@ class BertTokenizer(keras.layers.Layer):
         [UNK] already, long or not.
         """
         flat = ids.flat_values
-        starts_word = tf.gather(tf.constant(self._piece_starts_word), flat)
+        table = tf.gather(self._piece_table, flat)
+        starts_word = tf.cast(table % 2, tf.bool)
         word = tf.cumsum(tf.cast(starts_word, tf.int32)) - 1
         num_words = tf.reduce_sum(tf.cast(starts_word, tf.int32))
-        chars = tf.gather(tf.constant(self._piece_chars, tf.int32), flat)
+        chars = table // 2
         word_chars = tf.math.unsorted_segment_sum(chars, word, num_words)
         long = tf.gather(word_chars > self.max_chars_per_token, word)
         keep = ~long | starts_word
@@ -485,32 +497,46 @@ class BertTokenizer(keras.layers.Layer):
         pattern = f"(?s).*[^\\t\\n\\r !-/:-@\\[-`{{-~]{{{run}}}.*"
         return tf.strings.regex_full_match(normalized, pattern)
 
+    @staticmethod
+    def _spread(rows, num_rows, tensors):
+        """Ragged results of the strings at sorted `rows` as rows of a `num_rows` batch.
+
+        The other rows are empty; the values keep their order (rows are sorted).
+        """
+        out = []
+        for t in tensors:
+            lengths = tf.scatter_nd(rows[:, tf.newaxis], t.row_lengths(), [num_rows])
+            out.append(tf.RaggedTensor.from_row_lengths(t.flat_values, lengths, validate=False))
+        return out
+
     def _route(self, inputs, fast, collapse, exact):
         """Tokenizes each string on the cheapest path that is exact for it.
 
-        Every path always runs (on a possibly empty group) and rows are stitched
-        back in order: a tf.cond here would cost parallelism inside tf.data.
-        `fast(normalized)` -> tensors, `collapse(tensors)` -> tensors with long
-        words as [UNK], `exact(texts)` -> tensors.
+        Three row groups: the fast path alone (nearly every string), the fast path
+        with over-long words collapsed (strings that may hold one), and the exact
+        path (strings the fast path cannot do exactly). Every group runs on every
+        batch, each row being empty in all groups but its own, and the rows are
+        joined by concatenation: a tf.cond around the rare paths measured slower
+        inside tf.data, even when not taken. `fast(normalized)` -> tensors,
+        `collapse(tensors)` -> tensors with long words as [UNK], `exact(texts)` ->
+        tensors.
         """
+        num_rows = tf.shape(inputs, out_type=tf.int64)[0]
         ok = self._fast_path_ok(inputs)
-        ok_rows = tf.where(ok)[:, 0]
-        other_rows = tf.where(~ok)[:, 0]
-        normalized = self._normalize(tf.gather(inputs, ok_rows), exact=False)
-        fast_out = fast(normalized)
+        normalized = self._normalize(tf.where(ok, inputs, ""), exact=False)
         maybe_long = self._maybe_long(normalized)
-        long_in_ok = tf.where(maybe_long)[:, 0]
-        short_in_ok = tf.where(~maybe_long)[:, 0]
-        return self._stitch(
-            [
-                (tf.gather(ok_rows, short_in_ok), [tf.gather(t, short_in_ok) for t in fast_out]),
-                (
-                    tf.gather(ok_rows, long_in_ok),
-                    collapse([tf.gather(t, long_in_ok) for t in fast_out]),
-                ),
-                (other_rows, exact(tf.gather(inputs, other_rows))),
-            ]
+        plain = fast(tf.where(maybe_long, "", normalized))
+        long_rows = tf.where(maybe_long)[:, 0]
+        long_out = collapse(fast(tf.gather(normalized, long_rows)))
+        other_rows = tf.where(~ok)[:, 0]
+        exact_out = exact(tf.gather(inputs, other_rows))
+        groups = zip(
+            plain,
+            self._spread(long_rows, num_rows, long_out),
+            self._spread(other_rows, num_rows, exact_out),
+            strict=True,
         )
+        return [tf.concat(list(group), axis=1) for group in groups]
 
     def _tokenize_ids(self, inputs):
         def fast(normalized):
