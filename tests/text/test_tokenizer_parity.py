@@ -125,3 +125,18 @@ def test_offsets_point_into_original_text(ref, hostile, wiki_lines, uncased_toke
             previous_start = start
             checked += 1
     assert checked > 100000
+
+
+@pytest.mark.parametrize("casing", ["uncased", "cased"])
+def test_every_code_point_between_letters(casing, ref, uncased_vocab_path, cased_vocab_path):
+    """Every code point as "x<c>y": its class (space, punctuation, CJK, control, mark),
+    casing and decomposition must all match the reference."""
+    lowercase = casing == "uncased"
+    path = uncased_vocab_path if lowercase else cased_vocab_path
+    tokenizer = BertTokenizer(vocabulary=path, lowercase=lowercase)
+    points = [cp for cp in range(1, sys.maxunicode + 1) if not 0xD800 <= cp <= 0xDFFF]
+    lines = ["x" + chr(cp) + "y" for cp in points]
+    expected = reference_tokens(ref, lines, tokenizer.get_vocabulary(), lowercase)
+    got = our_tokens(tokenizer, lines)
+    mismatches, msg = report(f"code points {casing}", lines, expected, got)
+    assert not mismatches, msg
