@@ -17,12 +17,13 @@ then ``WordpieceTokenizer``) token for token. tensorflow-text's
 So the cleaning, lower-casing and accent stripping are done here with TF string ops
 whose character classes come from Python's ``unicodedata``; then
 ``FastBertTokenizer`` (cased, no normalisation of its own) splits and word-pieces
-the normalised text. Per string, two rare cases leave that fast path: a string that
-may hold a word over ``max_chars_per_token`` characters has such words turned into
-``[UNK]`` from its pieces' lengths, and a string holding invalid UTF-8 or a
-character whose handling differs between TF's Unicode tables and Python's takes an
-all-regex split (classes from ``unicodedata``) into ``FastWordpieceTokenizer``; that
-exact path agrees with the reference on every code point.
+the normalised text. Per string, two rare cases leave that fast path: a string
+holding invalid UTF-8 or a character whose handling differs between TF's Unicode
+tables and Python's, and a string whose fast result holds an ``[UNK]`` (a word over
+``max_chars_per_token`` bytes, which may still be short enough in characters, or a
+word the vocabulary cannot match). Those take an all-regex split (classes from
+``unicodedata``) into ``FastWordpieceTokenizer``; that exact path agrees with the
+reference on every code point.
 """
 
 from __future__ import annotations
@@ -329,32 +330,27 @@ class BertTokenizer(keras.layers.Layer):
             no_pretokenization=True,
             support_detokenization=True,
         )
-        # Split + word-piece of the usual path, on text normalized here.
-        self._fast_bert = tf_text.FastBertTokenizer(
+        # Split + word-piece of the usual path, on text cleaned (and lower-cased) here.
+        # FastBertTokenizer without normalization is this same end-to-end
+        # FastWordpieceTokenizer behind a normalizer that only drops the control
+        # characters already gone, so the layer calls it directly. It caps words at
+        # max_chars_per_token BYTES: a word over it comes out as [UNK], and so does a
+        # word the vocabulary cannot match; `_route` sends every string holding an
+        # [UNK] to the exact path, which counts characters as the original does.
+        self._fast_wordpiece = tf_text.FastWordpieceTokenizer(
             vocab=tokens,
             suffix_indicator=self.suffix_indicator,
-            max_bytes_per_word=4 * self.max_chars_per_token,
+            max_bytes_per_word=self.max_chars_per_token,
             token_out_type=tf.int32,
             unknown_token=self.unknown_token,
-            lower_case_nfd_strip_accents=False,
+            no_pretokenization=False,
+            support_detokenization=False,
         )
-        # Characters per piece ("##" excluded), to find words over the limit.
-        suffix = self.suffix_indicator
-        self._piece_chars = [
-            0 if t == self.unknown_token else len(t[len(suffix) :] if t.startswith(suffix) else t)
-            for t in tokens
-        ]
-        self._piece_starts_word = [not t.startswith(suffix) for t in tokens]
-        # Built once, eagerly: traced functions capture them instead of embedding
-        # 30k-element constants in every graph.
+        # (Python lower-case, TF lower-case) code points where they disagree, sorted.
+        fixups = sorted((ord(c), ord(low)) for c, low in self._lower_fixups)
         with tf.init_scope():
-            self._piece_table = tf.constant(
-                [
-                    2 * c + int(w)
-                    for c, w in zip(self._piece_chars, self._piece_starts_word, strict=True)
-                ],
-                tf.int32,
-            )
+            self._fixup_from = tf.constant([c for c, _ in fixups] or [-1], tf.int32)
+            self._fixup_to = tf.constant([low for _, low in fixups] or [-1], tf.int32)
         self._offset_table = None
 
     def get_vocabulary(self) -> list[str]:
@@ -412,11 +408,20 @@ class BertTokenizer(keras.layers.Layer):
         if not self.lowercase:
             return text
         text = tf.strings.lower(text, encoding="utf-8")
-        if exact:
-            for char, lower in self._lower_fixups:
-                text = tf.strings.regex_replace(text, f"\\x{{{ord(char):X}}}", lower)
+        if exact and self._lower_fixups:
+            text = self._apply_lower_fixups(text)
         text = tf_text.normalize_utf8(text, "NFD")
         return tf.strings.regex_replace(text, self._classes["nonspacing"], "")
+
+    def _apply_lower_fixups(self, text):
+        """Re-maps the capitals `tf.strings.lower` leaves alone (all map 1:1)."""
+        codepoints = tf.strings.unicode_decode(text, "UTF-8")
+        flat = codepoints.flat_values
+        index = tf.searchsorted(self._fixup_from, flat)
+        index = tf.minimum(index, tf.size(self._fixup_from) - 1)
+        hit = tf.equal(tf.gather(self._fixup_from, index), flat)
+        flat = tf.where(hit, tf.gather(self._fixup_to, index), flat)
+        return tf.strings.unicode_encode(codepoints.with_flat_values(flat), "UTF-8")
 
     def _fast_path_ok(self, inputs):
         """Per string: True when the fast path tokenizes it exactly.
@@ -426,6 +431,21 @@ class BertTokenizer(keras.layers.Layer):
         punctuation and decomposes others) and the capitals `tf.strings.lower` misses.
         """
         return tf.strings.regex_full_match(inputs, self._fast_path_pattern)
+
+    def _fast_path_text(self, inputs):
+        """(text for `FastBertTokenizer`, per-string bool: the fast path is exact).
+
+        Printable ASCII (87% of Wikipedia lines) needs no cleaning, and lower-casing
+        it is byte-wise, so only the other strings pay for the Unicode-wide checks
+        and the ICU normalization (ICU's lower-casing alone costs as much as the
+        whole ASCII lane).
+        """
+        printable_ascii = tf.strings.regex_full_match(inputs, "[\\t\\n\\r -~]*")
+        others = tf.where(printable_ascii, "", inputs)
+        ok = self._fast_path_ok(others)  # "" (ASCII) always passes
+        normalized = self._normalize(tf.where(ok, others, ""), exact=False)
+        ascii_text = tf.strings.lower(inputs) if self.lowercase else inputs
+        return tf.where(printable_ascii, ascii_text, normalized), ok
 
     def _regex_words(self, normalized):
         """Ragged words, their byte starts/ends in `normalized`, and a too-long mask."""
@@ -441,51 +461,6 @@ class BertTokenizer(keras.layers.Layer):
             lambda w, long: tf.where(long, self.unknown_token, w), words, too_long
         )
         return words, starts, ends, too_long
-
-    def _collapse_long_words(self, ids, starts=None, ends=None):
-        """Turns each word over the character limit into one [UNK] (ids `[batch, (pieces)]`).
-
-        A piece without the suffix indicator starts a word; a matched word's
-        characters are its pieces' characters; a word that did not match is one
-        [UNK] already, long or not.
-        """
-        flat = ids.flat_values
-        table = tf.gather(self._piece_table, flat)
-        starts_word = tf.cast(table % 2, tf.bool)
-        word = tf.cumsum(tf.cast(starts_word, tf.int32)) - 1
-        num_words = tf.reduce_sum(tf.cast(starts_word, tf.int32))
-        chars = table // 2
-        word_chars = tf.math.unsorted_segment_sum(chars, word, num_words)
-        long = tf.gather(word_chars > self.max_chars_per_token, word)
-        keep = ~long | starts_word
-        # Re-masking by hand (flat values + row lengths) is much cheaper than
-        # tf.ragged.boolean_mask; the common case keeps every piece.
-        row_lengths = tf.math.unsorted_segment_sum(
-            tf.cast(keep, tf.int64), ids.value_rowids(), ids.nrows()
-        )
-
-        def masked(values):
-            return tf.RaggedTensor.from_row_lengths(
-                tf.boolean_mask(values, keep), row_lengths, validate=False
-            )
-
-        unk = tf.constant(self.unknown_token_id, flat.dtype)
-        out = [masked(tf.where(long, unk, flat))]
-        if starts is not None:
-            word_end = tf.math.unsorted_segment_max(ends.flat_values, word, num_words)
-            out.append(masked(starts.flat_values))
-            out.append(masked(tf.where(long, tf.gather(word_end, word), ends.flat_values)))
-        return out
-
-    @staticmethod
-    def _stitch(parts):
-        """Concatenates row groups [(row indices, [tensors...])] back into row order."""
-        rows = tf.concat([r for r, _ in parts], axis=0)
-        order = tf.argsort(rows)
-        return [
-            tf.gather(tf.concat(list(group), axis=0), order)
-            for group in zip(*[t for _, t in parts], strict=True)
-        ]
 
     def _split_words(self, normalized):
         """Ragged words of `normalized` (no offsets), long ones replaced by [UNK].
@@ -504,79 +479,94 @@ class BertTokenizer(keras.layers.Layer):
             lambda w, long: tf.where(long, self.unknown_token, w), words, too_long
         )
 
-    def _maybe_long(self, normalized):
-        """Per string: may hold a word over max_chars_per_token characters.
+    @staticmethod
+    def _merge_word_pieces(pieces):
+        """`[batch, (words), (pieces)]` -> `[batch, (pieces)]`.
 
-        A necessary condition, cheap to test: a run that long without ASCII
-        whitespace or ASCII punctuation (RE2 caps counted repeats at 1000).
+        Same as `merge_dims(-2, -1)` without its validation asserts, which become
+        `If` ops in the traced function and cost more than the merge itself.
         """
-        run = min(self.max_chars_per_token + 1, 1000)
-        pattern = f"(?s).*[^\\t\\n\\r !-/:-@\\[-`{{-~]{{{run}}}.*"
-        return tf.strings.regex_full_match(normalized, pattern)
+        splits = tf.gather(pieces.values.row_splits, pieces.row_splits)
+        return tf.RaggedTensor.from_row_splits(pieces.flat_values, splits, validate=False)
 
     @staticmethod
-    def _spread(rows, num_rows, tensors):
-        """Ragged results of the strings at sorted `rows` as rows of a `num_rows` batch.
+    def _merge_rows(fast_out, slow, slow_rows, exact_out):
+        """Rows of `fast_out` where not `slow`, and `exact_out`'s rows (one per index
+        of `slow_rows`, in order) where `slow`; lists of ragged tensors that share a
+        row partition within each list.
 
-        The other rows are empty; the values keep their order (rows are sorted).
+        Works on row ranges: the only per-token ops are one `ragged.range` and one
+        gather per tensor (`value_rowids()`-based masking cost several times more).
         """
-        out = []
-        for t in tensors:
-            lengths = tf.scatter_nd(rows[:, tf.newaxis], t.row_lengths(), [num_rows])
-            out.append(tf.RaggedTensor.from_row_lengths(t.flat_values, lengths, validate=False))
-        return out
+        fast_splits = fast_out[0].row_splits
+        exact_splits = exact_out[0].row_splits
+        num_rows = tf.shape(slow, tf.int64)
+        slow_index = slow_rows[:, tf.newaxis]
+        exact_row = tf.scatter_nd(slow_index, tf.range(tf.size(slow_rows, tf.int64)), num_rows)
+        exact_lengths = tf.scatter_nd(slow_index, exact_splits[1:] - exact_splits[:-1], num_rows)
+        lengths = tf.where(slow, exact_lengths, fast_splits[1:] - fast_splits[:-1])
+        # Where each row's values start in concat([fast values, exact values]).
+        source_start = tf.where(
+            slow, fast_splits[-1] + tf.gather(exact_splits, exact_row), fast_splits[:-1]
+        )
+        source = tf.ragged.range(source_start, source_start + lengths).flat_values
+        splits = tf.concat([tf.zeros([1], tf.int64), tf.cumsum(lengths)], axis=0)
+        return [
+            tf.RaggedTensor.from_row_splits(
+                tf.gather(tf.concat([f.flat_values, e.flat_values], axis=0), source),
+                splits,
+                validate=False,
+            )
+            for f, e in zip(fast_out, exact_out, strict=True)
+        ]
 
-    def _route(self, inputs, fast, collapse, exact):
+    def _has_unknown(self, ids):
+        """Per row of ragged `ids`: holds the unknown token.
+
+        Unknown tokens are rare, so their rows are found from their positions; a
+        per-token reduction (`value_rowids()`, `cumsum`) costs several times more.
+        """
+        positions = tf.where(tf.equal(ids.flat_values, self.unknown_token_id))[:, 0]
+        rows = tf.searchsorted(ids.row_splits, positions, side="right") - 1
+        counts = tf.math.bincount(
+            tf.cast(rows, tf.int32), minlength=ids.nrows(tf.int32), dtype=tf.int32
+        )
+        return counts > 0
+
+    def _route(self, inputs, fast, exact):
         """Tokenizes each string on the cheapest path that is exact for it.
 
-        Three row groups: the fast path alone (nearly every string), the fast path
-        with over-long words collapsed (strings that may hold one), and the exact
-        path (strings the fast path cannot do exactly). Every group runs on every
-        batch, each row being empty in all groups but its own, and the rows are
-        joined by concatenation: a tf.cond around the rare paths measured slower
-        inside tf.data, even when not taken. `fast(normalized)` -> tensors,
-        `collapse(tensors)` -> tensors with long words as [UNK], `exact(texts)` ->
-        tensors.
+        Every string the fast path can take goes through it; the strings it cannot
+        take and those whose fast result holds an [UNK] (a word over the length limit
+        in bytes, or one the vocabulary cannot match: 0.6% of Wikipedia lines) are
+        redone on the exact path. Both paths run on every batch: a tf.cond around the
+        exact path measured slower inside tf.data, even when not taken.
+        `fast(text)` and `exact(texts)` return lists of ragged tensors whose first is
+        the ids.
         """
-        num_rows = tf.shape(inputs, out_type=tf.int64)[0]
-        ok = self._fast_path_ok(inputs)
-        normalized = self._normalize(tf.where(ok, inputs, ""), exact=False)
-        maybe_long = self._maybe_long(normalized)
-        plain = fast(tf.where(maybe_long, "", normalized))
-        long_rows = tf.where(maybe_long)[:, 0]
-        long_out = collapse(fast(tf.gather(normalized, long_rows)))
-        other_rows = tf.where(~ok)[:, 0]
-        exact_out = exact(tf.gather(inputs, other_rows))
-        groups = zip(
-            plain,
-            self._spread(long_rows, num_rows, long_out),
-            self._spread(other_rows, num_rows, exact_out),
-            strict=True,
-        )
-        return [tf.concat(list(group), axis=1) for group in groups]
+        text, ok = self._fast_path_text(inputs)
+        fast_out = fast(text)
+        slow = ~ok | self._has_unknown(fast_out[0])
+        slow_rows = tf.where(slow)[:, 0]
+        exact_out = exact(tf.gather(inputs, slow_rows))
+        return self._merge_rows(fast_out, slow, slow_rows, exact_out)
 
     def _tokenize_ids(self, inputs):
         def fast(normalized):
-            return [self._fast_bert.tokenize(normalized)]
-
-        def collapse(tensors):
-            return self._collapse_long_words(*tensors)
+            return [self._fast_wordpiece.tokenize(normalized)]
 
         def exact(texts):
             words = self._split_words(self._normalize(texts, exact=True))
-            return [self._wordpiece.tokenize(words).merge_dims(-2, -1)]
+            return [self._merge_word_pieces(self._wordpiece.tokenize(words))]
 
-        return self._route(inputs, fast, collapse, exact)[0]
+        return self._route(inputs, fast, exact)[0]
 
     def _tokenize_normalized_offsets(self, inputs):
         """Ids with byte offsets into the normalized strings."""
 
         def fast(normalized):
-            ids, starts, ends = self._fast_bert.tokenize_with_offsets(normalized)
+            ids, starts, ends = self._fast_wordpiece.tokenize_with_offsets(normalized)
             return [ids, tf.cast(starts, tf.int64), tf.cast(ends, tf.int64)]
-
-        def collapse(tensors):
-            return self._collapse_long_words(*tensors)
 
         def exact(texts):
             normalized = self._normalize(texts, exact=True)
@@ -592,12 +582,16 @@ class BertTokenizer(keras.layers.Layer):
             flat_starts = tf.where(long, word_start, word_start + by_word.flat_values)
             flat_ends = tf.where(long, word_end, word_start + piece_ends.flat_values)
             return [
-                ids.merge_dims(-2, -1),
-                tf.cast(piece_starts.with_flat_values(flat_starts).merge_dims(-2, -1), tf.int64),
-                tf.cast(piece_starts.with_flat_values(flat_ends).merge_dims(-2, -1), tf.int64),
+                self._merge_word_pieces(ids),
+                tf.cast(
+                    self._merge_word_pieces(piece_starts.with_flat_values(flat_starts)), tf.int64
+                ),
+                tf.cast(
+                    self._merge_word_pieces(piece_starts.with_flat_values(flat_ends)), tf.int64
+                ),
             ]
 
-        return self._route(inputs, fast, collapse, exact)
+        return self._route(inputs, fast, exact)
 
     def _to_batch(self, inputs):
         inputs = tf.convert_to_tensor(inputs)
