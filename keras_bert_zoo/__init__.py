@@ -14,6 +14,7 @@ from keras_bert_zoo.models import (
     BertPretrainer,
     BertSpanLabeler,
     BertTokenClassifier,
+    PaddingFreeEncoder,
 )
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "BertSpanLabeler",
     "BertTokenClassifier",
     "CheckpointError",
+    "PaddingFreeEncoder",
     "from_pretrained",
     "list_presets",
     "save_pretrained",

@@ -4,6 +4,7 @@ from keras_bert_zoo.layers.activations import ACTIVATION_NAMES, apply_activation
 from keras_bert_zoo.layers.attention import BertSelfAttention
 from keras_bert_zoo.layers.embeddings import BertEmbeddings
 from keras_bert_zoo.layers.heads import ClassificationHead, MaskedLMHead, SpanHead
+from keras_bert_zoo.layers.token_layout import TokenLayout
 from keras_bert_zoo.layers.transformer import TransformerEncoderBlock
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     "ClassificationHead",
     "MaskedLMHead",
     "SpanHead",
+    "TokenLayout",
     "TransformerEncoderBlock",
     "apply_activation",
 ]

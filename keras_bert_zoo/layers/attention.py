@@ -87,11 +87,36 @@ class BertSelfAttention(keras.layers.Layer):
         self.built = True
 
     def call(self, hidden_states, attention_mask=None, training=None):
+        query, key, value = self._project(hidden_states)
+        context = self._attend(query, key, value, attention_mask, training)
+        return self.attention_output(context)
+
+    def call_packed(self, tokens, layout, training=None):
+        """The same attention over the real tokens of a batch only.
+
+        Args:
+            tokens: float tensor `[1, num_tokens, hidden]`, the real tokens of a
+                `[batch, seq_len]` batch (see `keras_bert_zoo.layers.TokenLayout`).
+            layout: `TokenLayout` saying where each token sits in the batch.
+            training: bool. Dropout on the attention probabilities.
+
+        Returns:
+            `[1, num_tokens, hidden]`. The projections, the bulk of the work, run on
+            the tokens; only the scores are taken in the padded `[batch, seq_len]`
+            layout, where each sequence attends to itself.
+        """
+        query, key, value = (layout.to_padded(t) for t in self._project(tokens))
+        context = self._attend(query, key, value, layout.attention_mask, training)
+        return self.attention_output(layout.to_tokens(context))
+
+    def _project(self, hidden_states):
+        """Query (already scaled), key and value, each `[batch, seq, heads, head_size]`."""
         # Scaling the query (not the scores) saves a [batch, heads, seq, seq] multiply.
         query = self.query(hidden_states) * (1.0 / math.sqrt(self.head_size))
-        key = self.key(hidden_states)
-        value = self.value(hidden_states)
+        return query, self.key(hidden_states), self.value(hidden_states)
 
+    def _attend(self, query, key, value, attention_mask, training):
+        """Softmax attention; returns the context `[batch, seq, heads, head_size]`."""
         # The product itself is taken in float32: half-precision scores overflow to inf
         # (float16 max 65504) before a later cast could help.
         scores = ops.einsum("btnh,bsnh->bnts", ops.cast(query, "float32"), ops.cast(key, "float32"))
@@ -105,9 +130,7 @@ class BertSelfAttention(keras.layers.Layer):
         probabilities = ops.softmax(scores, axis=-1)
         probabilities = self.probability_dropout(probabilities, training=training)
         probabilities = ops.cast(probabilities, self.compute_dtype)
-
-        context = ops.einsum("bnts,bsnh->btnh", probabilities, value)
-        return self.attention_output(context)
+        return ops.einsum("bnts,bsnh->btnh", probabilities, value)
 
     def compute_output_shape(self, hidden_states_shape, attention_mask_shape=None):
         return hidden_states_shape

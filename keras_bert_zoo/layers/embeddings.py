@@ -20,6 +20,8 @@ class BertEmbeddings(keras.layers.Layer):
     Call arguments:
         input_word_ids: int tensor `[batch, seq_len]`.
         input_type_ids: int tensor `[batch, seq_len]`.
+        position_ids: optional int tensor `[batch, seq_len]`; by default position `i`
+            of every row is `i`.
 
     Returns:
         float tensor `[batch, seq_len, hidden_size]`.
@@ -77,7 +79,7 @@ class BertEmbeddings(keras.layers.Layer):
         )
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
-    def build(self, input_word_ids_shape, input_type_ids_shape=None):
+    def build(self, input_word_ids_shape, input_type_ids_shape=None, position_ids_shape=None):
         self.word_embeddings.build(input_word_ids_shape)
         self.token_type_embeddings.build(input_word_ids_shape)
         self.position_embeddings = self.add_weight(
@@ -93,18 +95,23 @@ class BertEmbeddings(keras.layers.Layer):
         """The `[vocab_size, hidden_size]` word embedding variable (tied to the MLM decoder)."""
         return self.word_embeddings.embeddings
 
-    def call(self, input_word_ids, input_type_ids, training=None):
-        seq_len = ops.shape(input_word_ids)[1]
-        position_embeddings = ops.cast(self.position_embeddings[:seq_len], self.compute_dtype)
+    def call(self, input_word_ids, input_type_ids, position_ids=None, training=None):
+        if position_ids is None:
+            seq_len = ops.shape(input_word_ids)[1]
+            position_embeddings = self.position_embeddings[:seq_len][None]
+        else:
+            position_embeddings = ops.take(self.position_embeddings, position_ids, axis=0)
         embeddings = (
             self.word_embeddings(input_word_ids)
             + self.token_type_embeddings(input_type_ids)
-            + position_embeddings[None]
+            + ops.cast(position_embeddings, self.compute_dtype)
         )
         embeddings = self.layer_norm(embeddings)
         return self.dropout_layer(embeddings, training=training)
 
-    def compute_output_shape(self, input_word_ids_shape, input_type_ids_shape=None):
+    def compute_output_shape(
+        self, input_word_ids_shape, input_type_ids_shape=None, position_ids_shape=None
+    ):
         return tuple(input_word_ids_shape) + (self.hidden_size,)
 
     def get_config(self):

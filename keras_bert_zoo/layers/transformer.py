@@ -111,6 +111,26 @@ class TransformerEncoderBlock(keras.layers.Layer):
 
     def call(self, hidden_states, attention_mask=None, training=None):
         attention_output = self.attention(hidden_states, attention_mask, training=training)
+        return self._add_and_feed_forward(hidden_states, attention_output, training)
+
+    def call_packed(self, tokens, layout, training=None):
+        """The same block over the real tokens of a batch only.
+
+        Args:
+            tokens: float tensor `[1, num_tokens, hidden]` (see
+                `keras_bert_zoo.layers.TokenLayout`).
+            layout: `TokenLayout` saying where each token sits in the batch.
+            training: bool. Dropout.
+
+        Returns:
+            `[1, num_tokens, hidden]`: every token's output equals what `call` gives
+            at its position in the padded batch.
+        """
+        attention_output = self.attention.call_packed(tokens, layout, training=training)
+        return self._add_and_feed_forward(tokens, attention_output, training)
+
+    def _add_and_feed_forward(self, hidden_states, attention_output, training):
+        """Everything after the attention; it acts on each position on its own."""
         attention_output = self.attention_dropout_layer(attention_output, training=training)
         # Keras LayerNormalization computes its moments in float32 even under a mixed
         # policy, which is what keeps the residual stream stable in bfloat16/float16.

@@ -3,6 +3,7 @@
 from keras_bert_zoo.models.classifier import BertClassifier
 from keras_bert_zoo.models.encoder import BertEncoder, encoder_inputs
 from keras_bert_zoo.models.multiple_choice import BertMultipleChoice
+from keras_bert_zoo.models.padding_free import PaddingFreeEncoder
 from keras_bert_zoo.models.pretrainer import BertPretrainer, pretraining_losses
 from keras_bert_zoo.models.span_labeler import BertSpanLabeler
 from keras_bert_zoo.models.token_classifier import BertTokenClassifier
@@ -14,6 +15,7 @@ __all__ = [
     "BertPretrainer",
     "BertSpanLabeler",
     "BertTokenClassifier",
+    "PaddingFreeEncoder",
     "encoder_inputs",
     "pretraining_losses",
 ]
