@@ -1,7 +1,9 @@
 """Contextual features from a pretrained encoder (google-research/bert's extract_features).
 
 Raw sentences go through the same `BertPreprocessor` layer used for training and serving,
-the encoder runs under `predict`, and per-token or per-sentence vectors come out.
+the encoder runs on their real tokens only (`PaddingFreeEncoder`: sentences are short and
+padded to a fixed length, so most positions would be padding), and per-token or
+per-sentence vectors come out.
 
 Example:
 
@@ -59,13 +61,16 @@ class FeatureExtractor:
     Args:
         encoder: `keras_bert_zoo.models.BertEncoder` with loaded weights.
         preprocessor: `keras_bert_zoo.text.BertPreprocessor` matching its vocabulary.
-        batch_size: int. Sentences per `predict` batch.
+        batch_size: int. Sentences per batch.
     """
 
     def __init__(self, encoder, preprocessor, batch_size: int = 32):
+        from keras_bert_zoo.models import PaddingFreeEncoder
+
         self.encoder = encoder
         self.preprocessor = preprocessor
         self.batch_size = batch_size
+        self._padding_free = PaddingFreeEncoder(encoder)
 
     @classmethod
     def from_pretrained(cls, model_dir: str, sequence_length: int = 128, batch_size: int = 32):
@@ -87,7 +92,7 @@ class FeatureExtractor:
         Returns a dict of numpy arrays: `input_word_ids`, `input_mask` (both
         `[n, seq_len]`), `pooled_output` `[n, H]`, `sentence_embeddings` (mean of the
         last layer over real tokens) `[n, H]`, and `layer_{i}` `[n, seq_len, H]` for each
-        requested layer index (negative counts from the top).
+        requested layer index (negative counts from the top); padded positions are 0.
         """
         if isinstance(sentences, str):
             raise TypeError("sentences must be a list of strings, not a single string")
@@ -97,7 +102,7 @@ class FeatureExtractor:
 
         inputs = self.preprocessor(tf.constant(list(sentences)))
         inputs = {name: np.asarray(value) for name, value in inputs.items()}
-        outputs = self.encoder.predict(inputs, batch_size=self.batch_size, verbose=0)
+        outputs = self._padding_free.predict(inputs, batch_size=self.batch_size)
         num_layers = len(outputs["encoder_outputs"])
         features = {
             "input_word_ids": inputs["input_word_ids"],

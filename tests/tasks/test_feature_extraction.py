@@ -76,3 +76,23 @@ def test_tool_writes_jsonl_features(tmp_path):
     assert [layer["index"] for layer in first] == [-1, -2]
     assert len(first[0]["values"]) == 384
     assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_padding_free_features_equal_the_padded_encoder_on_real_weights(extractor):
+    """Real MiniLM weights, real sentences mostly padding: the real tokens' features and
+    the pooled output equal those of the padded encoder's own predict()."""
+    sentences = ["Hello world.", "A considerably longer sentence, with a clause or two in it."]
+    features = extractor(sentences, layers=(-1, 2))
+    inputs = {
+        "input_word_ids": features["input_word_ids"],
+        "input_mask": features["input_mask"],
+        "input_type_ids": np.zeros_like(features["input_mask"]),
+    }
+    padded = extractor.encoder.predict(inputs, verbose=0)
+    real = features["input_mask"].astype(bool)
+    assert real.mean() < 0.6  # the case the padding-free path is for
+    for key, layer in (("layer_-1", -1), ("layer_2", 2)):
+        want = np.asarray(padded["encoder_outputs"][layer])[real]
+        np.testing.assert_allclose(features[key][real], want, atol=1e-4)
+        assert np.all(features[key][~real] == 0)
+    np.testing.assert_allclose(features["pooled_output"], padded["pooled_output"], atol=1e-4)
