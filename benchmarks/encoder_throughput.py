@@ -12,7 +12,9 @@ everywhere:
 - ours, `keras_bert_zoo.models.BertEncoder.from_preset(preset)`:
   eager call; default `compile()` + `predict_on_batch` (Keras resolves `jit_compile="auto"`
   to off on a CPU-only machine); `compile(jit_compile=True)` + `predict_on_batch`;
-  `tf.function(model.__call__, jit_compile=True)`.
+  `tf.function(model.__call__, jit_compile=True)`; and `PaddingFreeEncoder(model)`, the
+  same layers and weights run on the real tokens only (XLA), which gives the same
+  outputs at real tokens and zeros at padded positions.
 - keras-hub `keras_hub.models.BertBackbone`, built from the preset's sizes (no
   download), the same four modes.
 - Hugging Face torch `transformers.BertModel(BertConfig(...))` (`hidden_act="gelu_new"`,
@@ -177,11 +179,15 @@ def keras_modes(model, inputs, tf, output_key):
 
 
 def build_ours(config, inputs, tf, dtype=None):
-    from keras_bert_zoo.models import BertEncoder
+    from keras_bert_zoo.models import BertEncoder, PaddingFreeEncoder
 
     model = BertEncoder.from_bert_config(config, dtype=dtype)
     model(inputs, training=False)
-    return model, keras_modes(model, inputs, tf, "sequence_output")
+    modes = keras_modes(model, inputs, tf, "sequence_output")
+    padding_free = PaddingFreeEncoder(model)
+    tensors = {key: tf.constant(value) for key, value in inputs.items()}
+    modes["PaddingFreeEncoder (XLA)"] = lambda: padding_free(tensors)["sequence_output"].numpy()
+    return model, modes
 
 
 def build_keras_hub(config, inputs, tf):
