@@ -58,6 +58,29 @@ def make_inputs(batch=3, seq_len=10, vocab_size=97, seed=0, lengths=None, leadin
     return {"input_word_ids": word_ids, "input_mask": mask, "input_type_ids": type_ids}
 
 
+def max_abs_diff(a, b):
+    return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+
+
+def random_encoder(activation="gelu_approximate", seed=0, **kwargs):
+    """A small `BertEncoder` with random non-trivial weights."""
+    from keras_bert_zoo.models import BertEncoder
+
+    encoder = BertEncoder(**{**SMALL, "hidden_act": activation, **kwargs})
+    randomize_weights(encoder, seed=seed)
+    return encoder
+
+
+@pytest.fixture(scope="session")
+def max_diff():
+    return max_abs_diff
+
+
+@pytest.fixture(scope="session")
+def encoder_factory():
+    return random_encoder
+
+
 @pytest.fixture(scope="session")
 def ref():
     return load_numpy_reference()

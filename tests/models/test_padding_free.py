@@ -10,16 +10,6 @@ from keras_bert_zoo.models import BertEncoder, PaddingFreeEncoder
 TOL = 1e-5
 
 
-def _max_diff(a, b):
-    return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
-
-
-def _encoder(small_kwargs, randomize, activation="gelu", seed=0, **kwargs):
-    encoder = BertEncoder(**{**small_kwargs, "hidden_act": activation, **kwargs})
-    randomize(encoder, seed=seed)
-    return encoder
-
-
 def _holey_inputs(inputs_factory):
     """Rows of 16, 11, 5 and 1 real tokens, one with a hole in its mask."""
     x = inputs_factory(batch=4, seq_len=16, lengths=[16, 11, 5, 1], seed=2)
@@ -29,9 +19,9 @@ def _holey_inputs(inputs_factory):
 
 @pytest.mark.parametrize("activation", ["gelu", "gelu_approximate"])
 def test_matches_numpy_reference_at_real_tokens(
-    ref, randomize, small_kwargs, inputs_factory, activation
+    ref, encoder_factory, max_diff, small_kwargs, inputs_factory, activation
 ):
-    encoder = _encoder(small_kwargs, randomize, activation, seed=1)
+    encoder = encoder_factory(activation, seed=1)
     x = _holey_inputs(inputs_factory)
     out = PaddingFreeEncoder(encoder)(x)
     expected = ref.encoder(
@@ -44,18 +34,20 @@ def test_matches_numpy_reference_at_real_tokens(
     )
     real = x["input_mask"].astype(bool)
     assert (
-        _max_diff(np.asarray(out["sequence_output"])[real], expected["sequence_output"][real]) < TOL
+        max_diff(np.asarray(out["sequence_output"])[real], expected["sequence_output"][real]) < TOL
     )
-    assert _max_diff(out["pooled_output"], expected["pooled_output"]) < TOL
+    assert max_diff(out["pooled_output"], expected["pooled_output"]) < TOL
     for got, want in zip(out["encoder_outputs"], expected["encoder_outputs"], strict=True):
-        assert _max_diff(np.asarray(got)[real], want[real]) < TOL
+        assert max_diff(np.asarray(got)[real], want[real]) < TOL
         assert np.all(np.asarray(got)[~real] == 0.0)
 
 
 @pytest.mark.parametrize("jit_compile", [True, False])
 @pytest.mark.parametrize("token_bucket", [1, 5, 64])
-def test_matches_padded_encoder(randomize, small_kwargs, inputs_factory, jit_compile, token_bucket):
-    encoder = _encoder(small_kwargs, randomize, seed=2)
+def test_matches_padded_encoder(
+    encoder_factory, max_diff, small_kwargs, inputs_factory, jit_compile, token_bucket
+):
+    encoder = encoder_factory("gelu", seed=2)
     x = _holey_inputs(inputs_factory)
     padded = encoder(x, training=False)
     fast = PaddingFreeEncoder(encoder, token_bucket=token_bucket, jit_compile=jit_compile)
@@ -63,50 +55,50 @@ def test_matches_padded_encoder(randomize, small_kwargs, inputs_factory, jit_com
     real = x["input_mask"].astype(bool)
     assert out["sequence_output"].shape == padded["sequence_output"].shape
     assert (
-        _max_diff(
+        max_diff(
             np.asarray(out["sequence_output"])[real], np.asarray(padded["sequence_output"])[real]
         )
         < TOL
     )
-    assert _max_diff(out["pooled_output"], padded["pooled_output"]) < TOL
+    assert max_diff(out["pooled_output"], padded["pooled_output"]) < TOL
     assert len(out["encoder_outputs"]) == small_kwargs["num_layers"]
     # Real tokens never see the padding, whatever ids sit there.
     y = {k: v.copy() for k, v in x.items()}
     y["input_word_ids"][~real] = 7
     y["input_type_ids"][~real] = 1
-    assert _max_diff(fast(y)["sequence_output"], out["sequence_output"]) < TOL
+    assert max_diff(fast(y)["sequence_output"], out["sequence_output"]) < TOL
     # ...while a changed real token changes its sequence's pooled output: the test can fail.
     y["input_word_ids"][2, 3] = (y["input_word_ids"][2, 3] + 1) % small_kwargs["vocab_size"]
-    assert _max_diff(fast(y)["pooled_output"][2], out["pooled_output"][2]) > 1e-3
+    assert max_diff(fast(y)["pooled_output"][2], out["pooled_output"][2]) > 1e-3
 
 
 def test_batches_of_other_shapes_and_counts_reuse_the_wrapper(
-    randomize, small_kwargs, inputs_factory
+    encoder_factory, max_diff, small_kwargs, inputs_factory
 ):
-    encoder = _encoder(small_kwargs, randomize, seed=3)
+    encoder = encoder_factory("gelu", seed=3)
     fast = PaddingFreeEncoder(encoder, token_bucket=8)
     for batch, seq_len, lengths in [(2, 12, [12, 3]), (2, 12, [12, 4]), (3, 9, [2, 9, 5])]:
         x = inputs_factory(batch=batch, seq_len=seq_len, lengths=lengths, seed=batch)
         real = x["input_mask"].astype(bool)
         got = np.asarray(fast(x)["sequence_output"])[real]
         want = np.asarray(encoder(x, training=False)["sequence_output"])[real]
-        assert _max_diff(got, want) < TOL
+        assert max_diff(got, want) < TOL
 
 
-def test_predict_batches_numpy_inputs(randomize, small_kwargs, inputs_factory):
-    encoder = _encoder(small_kwargs, randomize, seed=4)
+def test_predict_batches_numpy_inputs(encoder_factory, max_diff, small_kwargs, inputs_factory):
+    encoder = encoder_factory("gelu", seed=4)
     x = inputs_factory(batch=5, seq_len=8, lengths=[8, 7, 3, 2, 5], seed=4)
     fast = PaddingFreeEncoder(encoder)
     predicted = fast.predict(x, batch_size=2)
     whole = fast(x)
     assert isinstance(predicted["sequence_output"], np.ndarray)
     assert predicted["sequence_output"].shape == (5, 8, small_kwargs["hidden_size"])
-    assert _max_diff(predicted["sequence_output"], whole["sequence_output"]) < TOL
-    assert _max_diff(predicted["encoder_outputs"][0], whole["encoder_outputs"][0]) < TOL
+    assert max_diff(predicted["sequence_output"], whole["sequence_output"]) < TOL
+    assert max_diff(predicted["encoder_outputs"][0], whole["encoder_outputs"][0]) < TOL
 
 
-def test_empty_batch(randomize, small_kwargs, inputs_factory):
-    encoder = _encoder(small_kwargs, randomize)
+def test_empty_batch(encoder_factory, small_kwargs, inputs_factory):
+    encoder = encoder_factory("gelu")
     x = {k: v[:0] for k, v in inputs_factory().items()}
     out = PaddingFreeEncoder(encoder)(x)
     assert out["sequence_output"].shape == (0, 10, small_kwargs["hidden_size"])
@@ -114,9 +106,9 @@ def test_empty_batch(randomize, small_kwargs, inputs_factory):
 
 
 def test_mixed_bfloat16_error_is_that_of_the_padded_encoder(
-    randomize, small_kwargs, inputs_factory
+    encoder_factory, max_diff, small_kwargs, inputs_factory
 ):
-    encoder = _encoder(small_kwargs, randomize, seed=5)
+    encoder = encoder_factory("gelu", seed=5)
     x = _holey_inputs(inputs_factory)
     real = x["input_mask"].astype(bool)
     exact = np.asarray(encoder(x, training=False)["sequence_output"])[real]
@@ -124,8 +116,8 @@ def test_mixed_bfloat16_error_is_that_of_the_padded_encoder(
     mixed.set_weights(encoder.get_weights())
     out = PaddingFreeEncoder(mixed)(x)
     assert keras.backend.standardize_dtype(out["sequence_output"].dtype) == "bfloat16"
-    padded_error = _max_diff(np.asarray(mixed(x, training=False)["sequence_output"])[real], exact)
-    free_error = _max_diff(np.asarray(out["sequence_output"], np.float32)[real], exact)
+    padded_error = max_diff(np.asarray(mixed(x, training=False)["sequence_output"])[real], exact)
+    free_error = max_diff(np.asarray(out["sequence_output"], np.float32)[real], exact)
     assert 0 < free_error <= 2 * padded_error + 1e-2
 
 
