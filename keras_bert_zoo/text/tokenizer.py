@@ -15,8 +15,9 @@ then ``WordpieceTokenizer``) token for token. tensorflow-text's
   Unicode 14 capitals that ``str.lower`` knows.
 
 So the cleaning, lower-casing and accent stripping are done here with TF string ops
-whose character classes come from Python's ``unicodedata``; then
-``FastBertTokenizer`` (cased, no normalisation of its own) splits and word-pieces
+whose character classes come from Python's ``unicodedata`` (for printable ASCII, 87%
+of Wikipedia lines, that is byte-wise lower-casing alone); then the end-to-end
+``FastWordpieceTokenizer`` that ``FastBertTokenizer`` wraps splits and word-pieces
 the normalised text. Per string, two rare cases leave that fast path: a string
 holding invalid UTF-8 or a character whose handling differs between TF's Unicode
 tables and Python's, and a string whose fast result holds an ``[UNK]`` (a word over
@@ -433,7 +434,7 @@ class BertTokenizer(keras.layers.Layer):
         return tf.strings.regex_full_match(inputs, self._fast_path_pattern)
 
     def _fast_path_text(self, inputs):
-        """(text for `FastBertTokenizer`, per-string bool: the fast path is exact).
+        """(text for the fast word-piece step, per-string bool: the fast path is exact).
 
         Printable ASCII (87% of Wikipedia lines) needs no cleaning, and lower-casing
         it is byte-wise, so only the other strings pay for the Unicode-wide checks
