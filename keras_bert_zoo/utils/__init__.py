@@ -3,6 +3,7 @@
 from keras_bert_zoo.utils.atomic import (
     atomic_directory,
     atomic_open,
+    atomic_path,
     write_json_atomically,
     write_text_atomically,
 )
@@ -10,6 +11,7 @@ from keras_bert_zoo.utils.atomic import (
 __all__ = [
     "atomic_directory",
     "atomic_open",
+    "atomic_path",
     "write_json_atomically",
     "write_text_atomically",
 ]

@@ -82,6 +82,42 @@ def atomic_open(
         raise
 
 
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[str]:
+    """Yields a temporary path beside `path` for writers that need a file name.
+
+    For writers that open the file themselves (`tf.io.TFRecordWriter`, h5py, ...):
+    write to the yielded path and close the writer inside the block; on a clean exit
+    the file is fsynced and replaces `path`; on an exception it is removed and `path`
+    keeps its previous content (or stays absent).
+
+    Example:
+
+    ```python
+    with atomic_path("out/train.tfrecord") as temporary:
+        with tf.io.TFRecordWriter(temporary) as writer:
+            writer.write(record)
+    ```
+    """
+    path = os.path.abspath(os.fspath(path))
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    fd, temp_path = tempfile.mkstemp(
+        dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp"
+    )
+    os.close(fd)
+    try:
+        yield temp_path
+        with open(temp_path, "rb+") as file:
+            os.fsync(file.fileno())
+        os.replace(temp_path, path)
+        _fsync_directory(directory)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(temp_path)
+        raise
+
+
 def write_text_atomically(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> str:
     """Writes `text` to `path` atomically; returns the path."""
     with atomic_open(path, "w", encoding=encoding) as f:
