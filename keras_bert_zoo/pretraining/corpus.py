@@ -179,7 +179,11 @@ def sniff_input_file(path: str) -> InputFile:
     try:
         with _open_decompressed(path, compression) as f:
             head = f.read(_SNIFF_BYTES)
-    except (OSError, EOFError, lzma.LZMAError) as e:
+    except EOFError as e:
+        raise CorpusError(
+            f"{path}: the {compression} stream ends early (truncated file?): {e}"
+        ) from e
+    except (OSError, lzma.LZMAError) as e:
         raise CorpusError(f"{path}: cannot read {compression or 'file'}: {e}") from e
     if _XML_PROLOG.match(head):
         kind = MEDIAWIKI

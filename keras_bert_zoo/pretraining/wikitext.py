@@ -84,7 +84,8 @@ _DROPPED_TAG_SINGLE = re.compile(r"<(?:" + "|".join(DROPPED_TAGS) + r")\b[^>]*/>
 _NOWIKI = re.compile(r"<nowiki\s*>(.*?)</nowiki\s*>", re.S | re.I)
 _HTML_TAG = re.compile(r"</?[a-zA-Z][a-zA-Z0-9]*(?:\s[^<>]*)?/?>")
 _EXTERNAL_LINK = re.compile(r"(?:[a-zA-Z][a-zA-Z0-9+.-]*:)?//[^\s\]]+|mailto:[^\s\]]+")
-_BARE_URL = re.compile(r"\b(?:https?|ftp)://[^\s<>\]\[{}|]+")
+# A URL's trailing punctuation belongs to the sentence.
+_BARE_URL = re.compile(r"\b(?:https?|ftp)://[^\s<>\]\[{}|]*[^\s<>\]\[{}|.,;:!?)'\"]")
 _BOLD_ITALIC = re.compile(r"'{2,}")
 _HEADING = re.compile(r"\s*(=+).*\1\s*\Z")
 _LIST_MARKER = re.compile(r"\s*[*#:;]+\s*")
