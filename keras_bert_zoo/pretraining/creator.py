@@ -40,6 +40,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
+import functools
 import multiprocessing
 import os
 import time
@@ -350,6 +351,12 @@ def _chunks(
         yield chunk
 
 
+@functools.lru_cache(maxsize=4)
+def _cached_processor(config: CreationConfig) -> ChunkProcessor:
+    # In-process runs reuse the tokenizer and the traced functions of a config.
+    return ChunkProcessor(config)
+
+
 _WORKER: ChunkProcessor | None = None
 
 
@@ -472,7 +479,7 @@ def create_pretraining_data(
             progress.maybe_log(corpus_stats.documents, stats.instances)
 
         if workers == 0:
-            processor = ChunkProcessor(config)
+            processor = _cached_processor(config)
             for index, chunk in chunks:
                 write(processor(index, chunk))
         else:

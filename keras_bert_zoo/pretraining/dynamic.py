@@ -74,6 +74,19 @@ def _finish(dataset, batch_size, drop_remainder, split_labels, max_seq_length, m
     return dataset.map(finish).prefetch(AUTOTUNE)
 
 
+def _with_iteration_seeds(dataset, seed):
+    """Appends a seeded random int64 to each element, new for every iteration.
+
+    ``Dataset.random(rerandomize_each_iteration=True)`` draws a different sequence for
+    each pass (each iterator) over the dataset, the same sequence of sequences for
+    the same seed: masks change from epoch to epoch even when the caller re-iterates
+    a finite dataset (Keras ``fit`` without ``steps_per_epoch``), and a new process
+    with the same seed sees the same batches.
+    """
+    randoms = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+    return tf.data.Dataset.zip(dataset, randoms).map(lambda element, r: (*element, r))
+
+
 def text_blocks(path, lines_per_block: int, max_document_lines: int) -> tf.data.Dataset:
     """Blocks of whole documents (lines, blank separators kept) of one text file."""
     lines = tf.data.TextLineDataset(path).map(tf.strings.strip)
@@ -177,8 +190,9 @@ def dynamic_pretraining_dataset(
     blocks = blocks.enumerate()
     if mode == "records":
         blocks = blocks.filter(lambda index, _: tf.equal(index % num_shards, shard_index))
+    blocks = _with_iteration_seeds(blocks, seed)
 
-    def make(index, lines):
+    def make(index, lines, iteration_seed):
         is_text = tf.not_equal(lines, "")
         document_of_line = tf.cumsum(tf.cast(~is_text, tf.int64))
         text = tf.boolean_mask(lines, is_text)
@@ -199,7 +213,9 @@ def dynamic_pretraining_dataset(
         documents = tf.RaggedTensor.from_value_rowids(
             ids, rows, nrows=tf.reduce_sum(tf.cast(starts, tf.int64))
         )
-        block_seed = tf.random.experimental.stateless_fold_in(base_seed, index)
+        block_seed = tf.random.experimental.stateless_fold_in(
+            tf.random.experimental.stateless_fold_in(base_seed, index), iteration_seed
+        )
         return instances.create_pretraining_instances(
             documents, block_seed, masker, max_seq_length, short_seq_prob
         )
@@ -263,7 +279,7 @@ def remasked_pretraining_dataset(
     shard = input_context.input_pipeline_id if input_context is not None else 0
     base_seed = tf.constant([seed, shard], tf.int64)
 
-    def remask(index, serialized):
+    def remask(index, serialized, iteration_seed):
         parsed = parse_pretraining_examples(serialized, max_seq_length, max_predictions_per_seq)
         ids = parsed["input_word_ids"]
         # Put the original ids back where the record masked them.
@@ -279,9 +295,10 @@ def remasked_pretraining_dataset(
         lengths = tf.reduce_sum(parsed["input_mask"], axis=1)
         ragged = tf.RaggedTensor.from_tensor(ids, lengths=lengths)
         segments = tf.RaggedTensor.from_tensor(parsed["input_type_ids"], lengths=lengths)
-        masked, positions, labels = masker(
-            ragged, tf.random.experimental.stateless_fold_in(base_seed, index)
+        batch_seed = tf.random.experimental.stateless_fold_in(
+            tf.random.experimental.stateless_fold_in(base_seed, index), iteration_seed
         )
+        masked, positions, labels = masker(ragged, batch_seed)
         return instances.pad_instances(
             masked,
             segments,
@@ -293,6 +310,7 @@ def remasked_pretraining_dataset(
         )
 
     batches = records.batch(batch_size, drop_remainder=drop_remainder).enumerate()
+    batches = _with_iteration_seeds(batches, seed)
     batches = batches.map(remask, num_parallel_calls=AUTOTUNE, deterministic=True)
     return _finish(
         batches, batch_size, drop_remainder, split_labels, max_seq_length, max_predictions_per_seq

@@ -17,7 +17,8 @@ DUMP = """<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="
     </namespaces>
   </siteinfo>
   <page><title>Alpha</title><ns>0</ns><id>1</id>
-    <revision><id>11</id><text xml:space="preserve">'''Alpha''' is first.&lt;ref&gt;x&lt;/ref&gt; It has [[beta|two]] parts.</text></revision>
+    <revision><id>11</id><text xml:space="preserve">'''Alpha''' is first.&lt;ref&gt;x&lt;/ref&gt;
+It has [[beta|two]] parts.</text></revision>
   </page>
   <page><title>Gamma</title><ns>0</ns><id>2</id><redirect title="Alpha" />
     <revision><id>12</id><text xml:space="preserve">#REDIRECT [[Alpha]]</text></revision>
@@ -45,7 +46,9 @@ def read_all(path, **kwargs):
 
 
 @pytest.mark.parametrize("dump", [DUMP, OLD_DUMP])
-@pytest.mark.parametrize("compress, name", [(bz2.compress, "dump.txt"), (None, "dump.bin"), (gzip.compress, "d")])
+@pytest.mark.parametrize(
+    "compress, name", [(bz2.compress, "dump.txt"), (None, "dump.bin"), (gzip.compress, "d")]
+)
 def test_mediawiki_detected_by_content(tmp_path, dump, compress, name):
     data = dump.encode()
     path = tmp_path / name
@@ -59,10 +62,16 @@ def test_mediawiki_detected_by_content(tmp_path, dump, compress, name):
 
 def test_text_documents_and_lines(tmp_path):
     path = tmp_path / "corpus.xml"  # the name lies; the content decides
-    path.write_text("\n\nA one.\nA two.\n\n\n\nB one.\n  \nC one.\nC two.\nC three.", encoding="utf-8")
+    path.write_text(
+        "\n\nA one.\nA two.\n\n\n\nB one.\n  \nC one.\nC two.\nC three.", encoding="utf-8"
+    )
     documents, stats, files = read_all(str(path))
     assert files[0].format == corpus.TEXT
-    assert [d.lines for d in documents] == [["A one.", "A two."], ["B one."], ["C one.", "C two.", "C three."]]
+    assert [d.lines for d in documents] == [
+        ["A one.", "A two."],
+        ["B one."],
+        ["C one.", "C two.", "C three."],
+    ]
     assert [d.first_line for d in documents] == [3, 8, 10]
     assert stats.documents == 3 and stats.lines == 12
 
@@ -131,7 +140,9 @@ def test_truncated_real_dump(tmp_path, wiki_path):
     path.write_bytes(data[: len(data) * 3 // 4])
     files = [corpus.sniff_input_file(str(path))]
     documents = []
-    with pytest.raises(corpus.CorpusError, match=r"enwiki-cut\.xml\.bz2.*ends early after \d+ complete pages"):
+    with pytest.raises(
+        corpus.CorpusError, match=r"enwiki-cut\.xml\.bz2.*ends early after \d+ complete pages"
+    ):
         for document in corpus.iter_documents(files, corpus.CorpusStats()):
             documents.append(document.title)
     assert len(documents) > 10  # streamed: pages before the cut were already read
@@ -148,9 +159,11 @@ def test_truncated_gzip_text(tmp_path):
 
 def test_malformed_xml_names_file_and_line(tmp_path):
     path = tmp_path / "bad.xml"
-    path.write_text(DUMP.replace("<title>Epsilon</title>", "<title>Epsilon</titel>"), encoding="utf-8")
+    path.write_text(
+        DUMP.replace("<title>Epsilon</title>", "<title>Epsilon</titel>"), encoding="utf-8"
+    )
     files = [corpus.sniff_input_file(str(path))]
-    with pytest.raises(corpus.CorpusError, match=r"bad\.xml: malformed XML at line 21, column 24"):
+    with pytest.raises(corpus.CorpusError, match=r"bad\.xml: malformed XML at line 22, column 24"):
         list(corpus.iter_documents(files, corpus.CorpusStats()))
 
 

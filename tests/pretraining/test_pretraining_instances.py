@@ -59,7 +59,10 @@ def test_pair_invariants(max_seq_length, short_seq_prob):
     sentence_lengths = [n for d in lengths for n in d]
     sentence_of_token = np.repeat(np.arange(len(sentence_lengths)), sentence_lengths)
     sentence_ends = np.cumsum(sentence_lengths)
-    starts, ends = set((sentence_ends - sentence_lengths).tolist()), set((sentence_ends - 1).tolist())
+    starts, ends = (
+        set((sentence_ends - sentence_lengths).tolist()),
+        set((sentence_ends - 1).tolist()),
+    )
     document_of_sentence = np.repeat(np.arange(len(lengths)), [len(d) for d in lengths])
     document_of_token = document_of_sentence[sentence_of_token]
     max_num_tokens = max_seq_length - 3
@@ -135,7 +138,9 @@ def test_pair_distribution_matches_the_port(port, monkeypatch):
     documents = [[basic.tokenize(" ".join(s)) for s in doc] for doc in documents]
     max_seq_length, passes = 64, 15
     # The port's masking plays no part in the pairs; skip it (and its cost).
-    monkeypatch.setattr(port, "create_masked_lm_predictions", lambda tokens, *a, **k: (tokens, [], []))
+    monkeypatch.setattr(
+        port, "create_masked_lm_predictions", lambda tokens, *a, **k: (tokens, [], [])
+    )
     rng = random.Random(5)
     port_pairs = []
     for _ in range(passes):
@@ -150,9 +155,16 @@ def test_pair_distribution_matches_the_port(port, monkeypatch):
     ragged = tf.ragged.constant(ids, tf.int32, ragged_rank=2)
     our_pairs = []
     for p in range(passes):
-        out = instances.create_segment_pairs(ragged, tf.constant([9, p], tf.int64), max_seq_length, 0.1)
+        out = instances.create_segment_pairs(
+            ragged, tf.constant([9, p], tf.int64), max_seq_length, 0.1
+        )
         our_pairs.extend(
-            zip(out["tokens_a"].to_list(), out["tokens_b"].to_list(), out["is_random_next"].numpy(), strict=True)
+            zip(
+                out["tokens_a"].to_list(),
+                out["tokens_b"].to_list(),
+                out["is_random_next"].numpy(),
+                strict=True,
+            )
         )
     ours, theirs = pair_statistics(our_pairs, 61), pair_statistics(port_pairs, 61)
     assert abs(ours["count"] / theirs["count"] - 1) < 0.02, (ours, theirs)
@@ -166,17 +178,25 @@ def test_pretraining_instances_layout_and_seeds(vocab_file):
     masker = PretrainingMasker(vocab_file, 10, 0.15)
     cls, sep = VOCAB.index("[CLS]"), VOCAB.index("[SEP]")
     rng = np.random.default_rng(0)
-    ids = [[rng.integers(5, len(VOCAB), int(n)).tolist() for n in doc] for doc in random_lengths(30, 1)]
+    ids = [
+        [rng.integers(5, len(VOCAB), int(n)).tolist() for n in doc] for doc in random_lengths(30, 1)
+    ]
     documents = tf.ragged.constant(ids, tf.int32, ragged_rank=2)
-    out = instances.create_pretraining_instances(documents, tf.constant([1, 2], tf.int64), masker, 48, 0.1)
+    out = instances.create_pretraining_instances(
+        documents, tf.constant([1, 2], tf.int64), masker, 48, 0.1
+    )
     out = {k: v.numpy() for k, v in out.items()}
     n = len(out["next_sentence_labels"])
     assert n > 50
     assert out["input_word_ids"].shape == (n, 48) and out["masked_lm_ids"].shape == (n, 10)
-    assert all(v.dtype == (np.float32 if k == "masked_lm_weights" else np.int32) for k, v in out.items())
+    assert all(
+        v.dtype == (np.float32 if k == "masked_lm_weights" else np.int32) for k, v in out.items()
+    )
     for row in range(n):
         length = out["input_mask"][row].sum()
-        assert np.all(out["input_mask"][row, :length] == 1) and np.all(out["input_mask"][row, length:] == 0)
+        assert np.all(out["input_mask"][row, :length] == 1) and np.all(
+            out["input_mask"][row, length:] == 0
+        )
         tokens, segments = out["input_word_ids"][row], out["input_type_ids"][row]
         assert tokens[0] == cls and tokens[length - 1] == sep and np.all(tokens[length:] == 0)
         first_sep = int(np.flatnonzero(segments[:length] == 1)[0]) - 1
@@ -185,9 +205,17 @@ def test_pretraining_instances_layout_and_seeds(vocab_file):
         count = int(out["masked_lm_weights"][row].sum())
         assert count == min(10, max(1, round(length * 0.15)), length - 3)
         positions = out["masked_lm_positions"][row, :count]
-        assert np.all(np.diff(positions) > 0) and np.all(out["masked_lm_positions"][row, count:] == 0)
+        assert np.all(np.diff(positions) > 0) and np.all(
+            out["masked_lm_positions"][row, count:] == 0
+        )
         assert not set(positions) & {0, first_sep, length - 1}
-    again = instances.create_pretraining_instances(documents, tf.constant([1, 2], tf.int64), masker, 48, 0.1)
+    again = instances.create_pretraining_instances(
+        documents, tf.constant([1, 2], tf.int64), masker, 48, 0.1
+    )
     assert all(np.array_equal(again[k].numpy(), out[k]) for k in out)
-    other = instances.create_pretraining_instances(documents, tf.constant([1, 3], tf.int64), masker, 48, 0.1)
-    assert not np.array_equal(other["masked_lm_positions"].numpy()[:10], out["masked_lm_positions"][:10])
+    other = instances.create_pretraining_instances(
+        documents, tf.constant([1, 3], tf.int64), masker, 48, 0.1
+    )
+    assert not np.array_equal(
+        other["masked_lm_positions"].numpy()[:10], out["masked_lm_positions"][:10]
+    )

@@ -9,11 +9,10 @@ whole-word loop run on the same random order.
 import numpy as np
 import pytest
 import tensorflow as tf
+from pretraining_synthetic import VOCAB
 from scipy import stats
 
 from keras_bert_zoo.text.masking import PretrainingMasker, WholeWordBudgetSelector
-
-from pretraining_synthetic import VOCAB
 
 CLS, SEP, MASK = VOCAB.index("[CLS]"), VOCAB.index("[SEP]"), VOCAB.index("[MASK]")
 WORD_IDS = [i for i, t in enumerate(VOCAB) if not t.startswith("[") and not t.startswith("##")]
@@ -39,7 +38,9 @@ def random_rows(count, seed=0, min_len=1, max_len=200, pieces=0.0):
 
 
 def run(masker, rows, seed=(1, 2)):
-    masked, positions, labels = masker(tf.ragged.constant(rows, tf.int32), tf.constant(seed, tf.int64))
+    masked, positions, labels = masker(
+        tf.ragged.constant(rows, tf.int32), tf.constant(seed, tf.int64)
+    )
     return masked.to_list(), positions.to_list(), labels.to_list()
 
 

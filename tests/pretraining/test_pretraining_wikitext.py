@@ -6,13 +6,20 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from keras_bert_zoo.pretraining.wikitext import clean_wikitext, split_sentences, wikitext_to_sentences
+from keras_bert_zoo.pretraining.wikitext import (
+    clean_wikitext,
+    split_sentences,
+    wikitext_to_sentences,
+)
 
 CLEAN_CASES = [
     # (wikitext, expected paragraphs)
-    ("'''Paris''' is the [[capital city|capital]] of [[France]].", ["Paris is the capital of France."]),
+    (
+        "'''Paris''' is the [[capital city|capital]] of [[France]].",
+        ["Paris is the capital of France."],
+    ),
     ("A [[bus]]es and [[Foo (band)|]] here.", ["A buses and Foo here."]),
-    ("Text.<ref>Cite {{cite web|url=x}}</ref> More.<ref name=\"a\"/> End.", ["Text. More. End."]),
+    ('Text.<ref>Cite {{cite web|url=x}}</ref> More.<ref name="a"/> End.', ["Text. More. End."]),
     ("X<ref name=n>one</ref>Y<ref>two</ref>Z", ["XYZ"]),
     # Templates nested to depth 3, parser functions and parameters.
     ("Before {{a|{{b|{{c|d}}}}|e}} after.", ["Before after."]),
@@ -39,14 +46,23 @@ CLEAN_CASES = [
     ("Keep <!-- hidden {{x}} --> this.", ["Keep this."]),
     ("Keep this. <!-- never closed\nmore hidden", ["Keep this."]),
     ("== Heading ==\nText one.\n=== Sub ===\nText two.", ["Text one.", "Text two."]),
-    ("* item one\n** item two\n# numbered\n: indented\n; term", ["item one", "item two", "numbered", "indented", "term"]),
+    (
+        "* item one\n** item two\n# numbered\n: indented\n; term",
+        ["item one", "item two", "numbered", "indented", "term"],
+    ),
     ("__NOTOC__A&nbsp;b &amp; c &ndash; d.", ["A b & c – d."]),
     # Formatting tags keep their content; math and galleries go.
-    ("H<sub>2</sub>O is <small>water</small>.<br/> Energy <math>E=mc^2</math> here.", ["H2O is water. Energy here."]),
+    (
+        "H<sub>2</sub>O is <small>water</small>.<br/> Energy <math>E=mc^2</math> here.",
+        ["H2O is water. Energy here."],
+    ),
     ("Pics:<gallery>\nA.jpg|x\n</gallery>done.", ["Pics:done."]),
     ("<nowiki>[[not a link]]</nowiki> literal.", ["[[not a link]] literal."]),
     # Unclosed constructs stay text instead of swallowing the article.
-    ("Broken {{template and [[link but. Rest of article.", ["Broken {{template and [[link but. Rest of article."]),
+    (
+        "Broken {{template and [[link but. Rest of article.",
+        ["Broken {{template and [[link but. Rest of article."],
+    ),
     ("Empty parentheses ({{IPA|x}}) go.", ["Empty parentheses go."]),
 ]
 
@@ -58,12 +74,21 @@ def test_clean_wikitext(wikitext, expected):
 
 SPLIT_CASES = [
     ("One. Two! Three? Four.", ["One.", "Two!", "Three?", "Four."]),
-    ("Dr. Smith met Mr. Jones at St. Paul's. They left.", ["Dr. Smith met Mr. Jones at St. Paul's.", "They left."]),
+    (
+        "Dr. Smith met Mr. Jones at St. Paul's. They left.",
+        ["Dr. Smith met Mr. Jones at St. Paul's.", "They left."],
+    ),
     ("J. R. R. Tolkien wrote it. It sold.", ["J. R. R. Tolkien wrote it.", "It sold."]),
     ("The U.S. Army won. Then peace.", ["The U.S. Army won.", "Then peace."]),
-    ("He said \"Stop.\" Then he left.", ["He said \"Stop.\"", "Then he left."]),
-    ("It cost 3.5 dollars (approx.) in 1990. In 1991 more.", ["It cost 3.5 dollars (approx.) in 1990.", "In 1991 more."]),
-    ("Numbers e.g. one. Lower case after period. ok", ["Numbers e.g. one.", "Lower case after period. ok"]),
+    ('He said "Stop." Then he left.', ['He said "Stop."', "Then he left."]),
+    (
+        "It cost 3.5 dollars (approx.) in 1990. In 1991 more.",
+        ["It cost 3.5 dollars (approx.) in 1990.", "In 1991 more."],
+    ),
+    (
+        "Numbers e.g. one. Lower case after period. ok",
+        ["Numbers e.g. one.", "Lower case after period. ok"],
+    ),
     ("東京は大きい。大阪も大きい。", ["東京は大きい。", "大阪も大きい。"]),
     ("...", []),
 ]
@@ -89,12 +114,16 @@ def test_sentences_of_the_real_wikipedia_excerpt(wiki_path):
     sentences = {title: wikitext_to_sentences(text) for title, text in articles.items()}
     flat = [s for v in sentences.values() for s in v]
     assert len(flat) > 20000
-    markup = re.compile(r"\{\{|\}\}|\[\[|\]\]|<ref|</ref|<!--|^==.*==$|\{\||\|\}|&nbsp;|'''|https?://")
+    markup = re.compile(
+        r"\{\{|\}\}|\[\[|\]\]|<ref|</ref|<!--|^==.*==$|\{\||\|\}|&nbsp;|'''|https?://"
+    )
     leftovers = [s for s in flat if markup.search(s)]
     assert leftovers == []
     # Prose that is in the article's first paragraph, links resolved to their text.
     anarchism = " ".join(sentences["Anarchism"][:3])
-    assert anarchism.startswith("Anarchism is a political philosophy that advocates self-governed societies")
+    assert anarchism.startswith(
+        "Anarchism is a political philosophy that advocates self-governed societies"
+    )
     assert "stateless societies" in anarchism
     # Sentences are split: almost all end with terminal punctuation or are list items.
     ended = sum(s[-1] in ".!?\"')" for s in flat) / len(flat)
