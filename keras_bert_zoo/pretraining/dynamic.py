@@ -67,6 +67,7 @@ def _finish(dataset, batch_size, drop_remainder, split_labels, max_seq_length, m
         batch_size if drop_remainder else None, max_seq_length, max_predictions
     )
 
+    @tf.autograph.experimental.do_not_convert
     def finish(features):
         features = {name: tf.ensure_shape(value, shapes[name]) for name, value in features.items()}
         return split_pretraining_features(features) if split_labels else features
@@ -93,6 +94,7 @@ def text_blocks(path, lines_per_block: int, max_document_lines: int) -> tf.data.
     # A final blank line ends the file's last document.
     lines = lines.concatenate(tf.data.Dataset.from_tensors(tf.constant("")))
 
+    @tf.autograph.experimental.do_not_convert
     def carry(leftover, block):
         combined = tf.concat([leftover, block], axis=0)
         size = tf.size(combined, out_type=tf.int64)
@@ -192,6 +194,7 @@ def dynamic_pretraining_dataset(
         blocks = blocks.filter(lambda index, _: tf.equal(index % num_shards, shard_index))
     blocks = _with_iteration_seeds(blocks, seed)
 
+    @tf.autograph.experimental.do_not_convert  # plain TF ops; conversion only costs tracing time
     def make(index, lines, iteration_seed):
         is_text = tf.not_equal(lines, "")
         document_of_line = tf.cumsum(tf.cast(~is_text, tf.int64))
@@ -279,6 +282,7 @@ def remasked_pretraining_dataset(
     shard = input_context.input_pipeline_id if input_context is not None else 0
     base_seed = tf.constant([seed, shard], tf.int64)
 
+    @tf.autograph.experimental.do_not_convert
     def remask(index, serialized, iteration_seed):
         parsed = parse_pretraining_examples(serialized, max_seq_length, max_predictions_per_seq)
         ids = parsed["input_word_ids"]
