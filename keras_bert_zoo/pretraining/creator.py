@@ -16,13 +16,14 @@ It produces records in google-research/bert's format with its algorithm (see
   100-300 Wikipedia articles). Documents that were cut because they exceed half a
   chunk can supply random-next segments to their own other parts.
 * **Parallel.** Worker processes (one per core by default) clean wikitext, split
-  sentences, tokenize with the batched tf-text ``BertTokenizer``, build instances
-  with ``dupe_factor`` different seeds, mask them, shuffle the chunk's instances
-  and serialize them (``writer.encode_pretraining_examples``). The main process
+  sentences, tokenize with the batched tf-text ``BertTokenizer``, build the
+  instances of all ``dupe_factor`` passes in one vectorised call
+  (``instances.create_pretraining_instances``), mask them, shuffle the chunk's
+  instances and serialize them (``writer.encode_pretraining_examples``). The main process
   writes the chunks' records in chunk order, round-robin over the output files as
   the original does.
-* **Deterministic.** Chunk ``c``, duplicate ``d`` draws everything from stateless
-  seeds derived from ``(random_seed, c, d)``; chunks are formed from the input
+* **Deterministic.** Chunk ``c`` draws everything from stateless seeds derived
+  from ``(random_seed, c)``; chunks are formed from the input
   alone. The same inputs and flags give byte-identical files whatever the number of
   workers.
 * **Atomic.** Records go to temporary files that are renamed to their final names
@@ -181,7 +182,12 @@ class ChunkProcessor:
             sentences = tf.RaggedTensor.from_row_lengths(token_ids, sentence_lengths)
             documents = tf.RaggedTensor.from_row_lengths(sentences, sentences_per_document)
             return instances.create_pretraining_instances(
-                documents, seed, self.masker, config.max_seq_length, config.short_seq_prob
+                documents,
+                seed,
+                self.masker,
+                config.max_seq_length,
+                config.short_seq_prob,
+                duplicates=config.dupe_factor,
             )
 
         self._make_instances = make_instances
@@ -256,23 +262,16 @@ class ChunkProcessor:
         if stats.documents == 0:
             return ChunkResult(index, b"", np.zeros([0], np.int64), stats)
 
-        features = collections.defaultdict(list)
-        for duplicate in range(config.dupe_factor):
-            seed = tf.random.experimental.stateless_fold_in(
-                tf.random.experimental.stateless_fold_in(
-                    tf.constant([config.random_seed, 0], tf.int64), index
-                ),
-                duplicate,
-            )
-            out = self._make_instances(
-                tf.constant(token_ids, tf.int32),
-                tf.constant(token_counts, tf.int64),
-                tf.constant(sentences_per_document, tf.int64),
-                tf.cast(seed, tf.int64),
-            )
-            for name, value in out.items():
-                features[name].append(value.numpy())
-        features = {name: np.concatenate(parts) for name, parts in features.items()}
+        seed = tf.random.experimental.stateless_fold_in(
+            tf.constant([config.random_seed, 0], tf.int64), index
+        )
+        out = self._make_instances(
+            tf.constant(token_ids, tf.int32),
+            tf.constant(token_counts, tf.int64),
+            tf.constant(sentences_per_document, tf.int64),
+            tf.cast(seed, tf.int64),
+        )
+        features = {name: value.numpy() for name, value in out.items()}
         count = len(features["next_sentence_labels"])
         order = np.random.default_rng([config.random_seed, index]).permutation(count)
         features = {name: value[order] for name, value in features.items()}

@@ -73,7 +73,11 @@ def truncated_lengths(length_a, length_b, max_num_tokens):
 
 
 def create_segment_pairs(
-    documents: tf.RaggedTensor, seed, max_seq_length: int, short_seq_prob: float
+    documents: tf.RaggedTensor,
+    seed,
+    max_seq_length: int,
+    short_seq_prob: float,
+    duplicates: int = 1,
 ):
     """NSP segment pairs of a block of tokenized documents (see the module docstring).
 
@@ -84,12 +88,16 @@ def create_segment_pairs(
         max_seq_length: int. Instances hold at most ``max_seq_length - 3`` segment
             tokens (room for ``[CLS]``, ``[SEP]``, ``[SEP]``).
         short_seq_prob: float. Probability of a shorter target length per document.
+        duplicates: int. Passes over the documents, each with its own randomness (the
+            original's ``dupe_factor``). All passes run in the same loop, which costs
+            little more than one: the loop's steps are vectorised over documents.
 
     Returns:
         dict: ``tokens_a`` and ``tokens_b`` (ragged ``[instances, (tokens)]``, the
-        documents' dtype), ``is_random_next`` (bool ``[instances]``) and ``document``
-        (int64 ``[instances]``, the index of the document ``A`` comes from).
-        Instances are in document order, then in reading order.
+        documents' dtype), ``is_random_next`` (bool ``[instances]``), ``document``
+        (int64 ``[instances]``, the index of the document ``A`` comes from) and
+        ``duplicate`` (int64, the pass). Instances are ordered by pass, document,
+        then reading order.
     """
     max_num_tokens = int(max_seq_length) - 3
     if max_num_tokens < 2:
@@ -102,8 +110,13 @@ def create_segment_pairs(
     # cumulative[k]: tokens before sentence k (sentences numbered across documents).
     cumulative = tf.concat([tf.zeros([1], tf.int64), tf.cumsum(sentence_lengths)], axis=0)
     doc_splits = tf.cast(documents.row_splits, tf.int64)
-    doc_start, doc_end = doc_splits[:-1], doc_splits[1:]
-    num_docs = tf.shape(doc_start, out_type=tf.int64)[0]
+    original_start, original_end = doc_splits[:-1], doc_splits[1:]
+    num_originals = tf.shape(original_start, out_type=tf.int64)[0]
+    # One row per (pass, document): copies share the tokens, not the randomness.
+    original = tf.tile(tf.range(num_originals, dtype=tf.int64), [duplicates])
+    duplicate = tf.repeat(tf.range(duplicates, dtype=tf.int64), num_originals)
+    doc_start, doc_end = tf.gather(original_start, original), tf.gather(original_end, original)
+    num_docs = num_originals * duplicates
     doc_index = tf.range(num_docs, dtype=tf.int64)
 
     draws = tf.random.stateless_uniform([num_docs, 2], target_seed, dtype=tf.float64)
@@ -137,16 +150,16 @@ def create_segment_pairs(
 
         # Random next: ten tries to pick another document; a one-document block keeps
         # its own, as the original does for a one-document corpus.
-        candidates = _uniform_int(draws[:, 2:12], 0, num_docs - 1)
-        other = tf.not_equal(candidates, doc_index[:, tf.newaxis])
+        candidates = _uniform_int(draws[:, 2:12], 0, num_originals - 1)
+        other = tf.not_equal(candidates, original[:, tf.newaxis])
         first_other = tf.argmax(tf.cast(other, tf.int32), axis=1, output_type=tf.int64)
         chosen = tf.where(
             tf.reduce_any(other, axis=1),
             tf.gather(candidates, first_other, batch_dims=1),
             candidates[:, -1],
         )
-        chosen_start = tf.gather(doc_start, chosen)
-        chosen_end = tf.gather(doc_end, chosen)
+        chosen_start = tf.gather(original_start, chosen)
+        chosen_end = tf.gather(original_end, chosen)
         random_start = chosen_start + _uniform_int(draws[:, 12], 0, chosen_end - chosen_start - 1)
         target_b = target - (a_limit - a_begin)
         random_last = chunk_end(random_start, target_b, chosen_end - 1)
@@ -202,14 +215,15 @@ def create_segment_pairs(
     stacked = tf.transpose(outputs.stack(), [1, 0, 2])
     active = tf.equal(stacked[:, :, 5], 1)
     rows = tf.boolean_mask(stacked, active)
-    document = tf.boolean_mask(
+    row_of = tf.boolean_mask(
         tf.broadcast_to(doc_index[:, tf.newaxis], tf.shape(active, out_type=tf.int64)), active
     )
     return {
         "tokens_a": gather_ranges(rows[:, 0], rows[:, 1]),
         "tokens_b": gather_ranges(rows[:, 2], rows[:, 3]),
         "is_random_next": tf.equal(rows[:, 4], 1),
-        "document": document,
+        "document": tf.gather(original, row_of),
+        "duplicate": tf.gather(duplicate, row_of),
     }
 
 
@@ -239,6 +253,7 @@ def create_pretraining_instances(
     masker: PretrainingMasker,
     max_seq_length: int = 128,
     short_seq_prob: float = 0.1,
+    duplicates: int = 1,
 ):
     """Padded, masked pretraining instances of a block of tokenized documents.
 
@@ -249,6 +264,8 @@ def create_pretraining_instances(
             masked_lm_prob, whole-word masking).
         max_seq_length: int.
         short_seq_prob: float.
+        duplicates: int. Passes over the documents with different randomness
+            (``dupe_factor``), made in one call.
 
     Returns:
         dict of dense tensors with the model's names (``N`` instances):
@@ -260,7 +277,7 @@ def create_pretraining_instances(
     """
     seed = tf.convert_to_tensor(seed)
     pair_seed, mask_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
-    pairs = create_segment_pairs(documents, pair_seed, max_seq_length, short_seq_prob)
+    pairs = create_segment_pairs(documents, pair_seed, max_seq_length, short_seq_prob, duplicates)
     input_ids, segment_ids = pack_segment_pairs(
         pairs["tokens_a"], pairs["tokens_b"], masker.cls_id, masker.sep_id
     )

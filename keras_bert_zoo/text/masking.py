@@ -100,7 +100,9 @@ class WholeWordBudgetSelector(tf_text.RandomItemSelector):
             pieces_per_row = input_ids.row_lengths()
         budget = num_to_predict(pieces_per_row, self.masked_lm_prob, self.max_predictions_per_seq)
 
-        # Rank the items by a random key; unselectable items (key 2) and padding
+        if not whole_words:
+            return self._smallest_keys(selectable, budget)
+        # Rank the words by a random key; unselectable items (key 2) and padding
         # (key 3) sort last. (tf.random.experimental.index_shuffle would avoid the
         # sort, but with its 4 rounds its permutations are measurably non-uniform and
         # with more rounds it costs more than the sort.)
@@ -134,6 +136,27 @@ class WholeWordBudgetSelector(tf_text.RandomItemSelector):
             tf.range(tf.size(sizes, out_type=tf.int64)) - tf.gather(selectable.row_starts(), rows)
         )
         return selectable.with_flat_values(tf.gather(taken_by_slot, item_slot) > 0)
+
+    def _smallest_keys(self, selectable, budget):
+        """Single tokens: the `budget` selectable items with the smallest random keys.
+
+        That is the original's "shuffle the candidates, take the first ones" without a
+        sort: `top_k` finds each row's `budget`-th smallest key among at most
+        `max_predictions_per_seq`, and every item at or below it is chosen (float64
+        keys: ties have a probability of about 1e-12 per row).
+        """
+        flat = selectable.flat_values
+        keys = tf.random.stateless_uniform(tf.shape(flat), self.seed, dtype=tf.float64)
+        keys = tf.where(flat, keys, 2.0)
+        dense = selectable.with_flat_values(keys).to_tensor(default_value=3.0)
+        count = tf.minimum(self.max_predictions_per_seq, tf.shape(dense)[1])
+        smallest = -tf.math.top_k(-dense, k=count, sorted=True).values
+        last = tf.minimum(budget, tf.cast(count, budget.dtype)) - 1
+        threshold = tf.gather(smallest, tf.maximum(last, 0), batch_dims=1)
+        threshold = tf.where(last >= 0, threshold, -1.0)  # rows without items
+        # Fewer selectable items than the budget: the threshold is 2 and takes them all.
+        chosen = flat & (keys <= tf.gather(threshold, selectable.value_rowids()))
+        return selectable.with_flat_values(chosen)
 
     @staticmethod
     def _fill_after_overshoot(taken, sorted_sizes, budget):
