@@ -76,37 +76,43 @@ class Run:
 def run_measured(command: list[str], env: dict) -> tuple[float, int, int, float]:
     """(wall s, peak summed RSS of the process tree, peak single RSS, CPU s of the tree).
 
-    CPU seconds (user + system) come from ``getrusage(RUSAGE_CHILDREN)``, which holds
-    the run's process and the workers it waited for.
+    The tree (the program, its worker processes and the forkserver they come from) is
+    sampled every 50 ms: resident memory summed over the live processes, and each
+    process's last seen user + system CPU seconds, summed at the end (at most the last
+    50 ms of each process are missed).
     """
-    import resource
-
     import psutil
 
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu_before = usage.ru_utime + usage.ru_stime
     start = time.perf_counter()
     process = subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     peaks = [0, 0]
+    cpu_by_pid: dict[int, float] = {}
     done = threading.Event()
 
     def sample():
-        root = psutil.Process(process.pid)
+        try:
+            root = psutil.Process(process.pid)
+        except psutil.Error:
+            return
         while not done.is_set():
             try:
                 tree = [root, *root.children(recursive=True)]
-                sizes = []
-                for p in tree:
-                    try:
-                        sizes.append(p.memory_info().rss)
-                    except psutil.Error:
-                        pass
-                peaks[0] = max(peaks[0], sum(sizes))
-                peaks[1] = max(peaks[1], max(sizes, default=0))
             except psutil.Error:
-                pass
+                break
+            sizes = []
+            for member in tree:
+                try:
+                    with member.oneshot():
+                        sizes.append(member.memory_info().rss)
+                        times = member.cpu_times()
+                    cpu = times.user + times.system
+                    cpu_by_pid[member.pid] = max(cpu_by_pid.get(member.pid, 0.0), cpu)
+                except psutil.Error:
+                    pass
+            peaks[0] = max(peaks[0], sum(sizes))
+            peaks[1] = max(peaks[1], max(sizes, default=0))
             done.wait(0.05)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -117,8 +123,7 @@ def run_measured(command: list[str], env: dict) -> tuple[float, int, int, float]
     sampler.join()
     if process.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{output[-5000:]}")
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return seconds, peaks[0], peaks[1], usage.ru_utime + usage.ru_stime - cpu_before
+    return seconds, peaks[0], peaks[1], sum(cpu_by_pid.values())
 
 
 def read_back(

@@ -22,9 +22,14 @@ All logic lives in keras_bert_zoo.pretraining (creator, corpus, wikitext, instan
 writer).
 """
 
+import multiprocessing
+import multiprocessing.forkserver
+
 from absl import app, flags, logging
 
-from keras_bert_zoo.pretraining import corpus, creator
+# keras_bert_zoo (and with it TensorFlow) is imported in main(), after the worker
+# processes' forkserver was started: both load TensorFlow at the same time.
+_PRELOAD = "keras_bert_zoo.pretraining._forkserver_preload"
 
 _INPUT_FILE = flags.DEFINE_string(
     "input_file",
@@ -85,11 +90,21 @@ _OUTPUT_TEXT_FILE = flags.DEFINE_string(
 )
 
 
+def _start_worker_server() -> None:
+    if _NUM_WORKERS.value == 0 or "forkserver" not in multiprocessing.get_all_start_methods():
+        return
+    multiprocessing.get_context("forkserver").set_forkserver_preload([_PRELOAD])
+    multiprocessing.forkserver.ensure_running()
+
+
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     if not _INPUT_FILE.value:
         raise app.UsageError("--input_file is required")
+    _start_worker_server()
+    from keras_bert_zoo.pretraining import corpus, creator
+
     if _OUTPUT_TEXT_FILE.value:
         summary = creator.export_sentences(_INPUT_FILE.value, _OUTPUT_TEXT_FILE.value)
         print(summary)

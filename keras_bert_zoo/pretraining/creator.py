@@ -512,13 +512,27 @@ def _run_pool(chunks, config: CreationConfig, workers: int, write) -> None:
     _run_ordered(chunks, workers, _initialize_worker, (config,), _process_in_worker, write)
 
 
+def _worker_context():
+    """Workers are forked from a forkserver that has TensorFlow and the tokenizer's
+    tables loaded but has run no TensorFlow op (a process that has cannot be forked
+    safely); where there is no forkserver (Windows), they are spawned."""
+    try:
+        context = multiprocessing.get_context("forkserver")
+    except ValueError:
+        return multiprocessing.get_context("spawn")
+    context.set_forkserver_preload(["keras_bert_zoo.pretraining._forkserver_preload"])
+    return context
+
+
 def _run_ordered(chunks, workers, initializer, initargs, function, write) -> None:
     """`write(function(index, chunk))` for every chunk, computed on `workers`
     processes, written in chunk order, with at most 2 chunks per worker in flight."""
-    context = multiprocessing.get_context("spawn")  # TensorFlow does not survive fork
     in_flight: collections.deque = collections.deque()
     with concurrent.futures.ProcessPoolExecutor(
-        max_workers=workers, mp_context=context, initializer=initializer, initargs=initargs
+        max_workers=workers,
+        mp_context=_worker_context(),
+        initializer=initializer,
+        initargs=initargs,
     ) as pool:
         try:
             for index, chunk in chunks:
