@@ -382,26 +382,42 @@ def default_num_workers() -> int:
 
 
 class _Progress:
+    """Progress log lines: input done, documents and instances per second, ETA.
+
+    "Done" is measured in compressed input bytes up to the end of the last chunk
+    written (the reader runs ahead of the workers, so bytes read would overstate it).
+    """
+
     def __init__(self, total_bytes: int, interval: float):
         self.total_bytes = total_bytes
         self.interval = interval
         self.start = time.monotonic()
         self.last = self.start
-        self.read = [0]
+        self.read = [0]  # updated by the reader
+        self.chunk_ends: dict[int, int] = {}
+        self.done_bytes = 0
 
-    def maybe_log(self, documents: int, instances: int, force: bool = False) -> None:
+    def chunks(self, chunks):
+        """Numbers the chunks and remembers where in the input each one ends."""
+        for index, chunk in enumerate(chunks):
+            self.chunk_ends[index] = self.read[0]
+            yield index, chunk
+
+    def written(self, index: int, documents: int, instances: int, force: bool = False) -> None:
+        self.done_bytes = max(self.done_bytes, self.chunk_ends.pop(index, 0))
         now = time.monotonic()
         if not force and now - self.last < self.interval:
             return
         self.last = now
         elapsed = max(now - self.start, 1e-9)
-        fraction = self.read[0] / self.total_bytes if self.total_bytes else 0.0
+        fraction = min(1.0, self.done_bytes / self.total_bytes) if self.total_bytes else 0.0
         eta = elapsed * (1 - fraction) / fraction if fraction > 0 else float("nan")
         logging.info(
-            "%.1f%% of the input read (%.1f MB); %d documents (%.0f/s), %d instances written "
-            "(%.0f/s); elapsed %.0f s, ETA %s",
+            "%.1f%% of the input done (%.1f of %.1f MB); %d documents (%.0f/s), %d instances "
+            "written (%.0f/s); elapsed %.0f s, ETA %s",
             100 * fraction,
-            self.read[0] / 1e6,
+            self.done_bytes / 1e6,
+            self.total_bytes / 1e6,
             documents,
             documents / elapsed,
             instances,
@@ -465,7 +481,7 @@ def create_pretraining_data(
         max_document_chars=max(1, config.chunk_chars // 2),
         progress=progress.read,
     )
-    chunks = enumerate(_chunks(documents, config.chunk_chars))
+    chunks = progress.chunks(_chunks(documents, config.chunk_chars))
     num_chunks = 0
     with writer.ShardedRecordWriter(output_paths, compression_type) as record_writer:
 
@@ -475,7 +491,7 @@ def create_pretraining_data(
             stats.merge(result.stats)
             for record in writer.split_records(result.records, result.lengths):
                 record_writer.write(record)
-            progress.maybe_log(corpus_stats.documents, stats.instances)
+            progress.written(result.index, stats.documents + stats.empty_documents, stats.instances)
 
         if workers == 0:
             processor = _cached_processor(config)
@@ -489,7 +505,7 @@ def create_pretraining_data(
                 f"{corpus_stats.documents} documents read, {stats.empty_documents} empty"
             )
         counts = list(record_writer.counts)
-    progress.maybe_log(corpus_stats.documents, stats.instances, force=True)
+    progress.written(-1, stats.documents + stats.empty_documents, stats.instances, force=True)
     summary = CreationSummary(
         input_files=input_paths,
         output_files=output_paths,
