@@ -145,6 +145,28 @@ def read_back(
     return count, random_next / max(count, 1), masked / max(tokens, 1)
 
 
+def time_dynamic_pipeline(corpus_file: str, vocab: str, args) -> float:
+    """Instances/s of the dynamic pipeline in steady state (a warmed iterator)."""
+    from keras_bert_zoo.pretraining import dynamic
+
+    dataset = dynamic.dynamic_pretraining_dataset(
+        corpus_file,
+        vocab,
+        256,
+        max_seq_length=args.max_seq_length,
+        max_predictions_per_seq=args.max_predictions_per_seq,
+        do_whole_word_mask=args.do_whole_word_mask,
+        do_lower_case=True,
+    )
+    iterator = iter(dataset)
+    for _ in range(20):
+        next(iterator)
+    start = time.perf_counter()
+    for _ in range(args.dynamic_batches):
+        next(iterator)
+    return 256 * args.dynamic_batches / (time.perf_counter() - start)
+
+
 def cpu_description() -> str:
     model, flags = platform.processor() or "unknown CPU", ""
     try:
@@ -191,9 +213,16 @@ def main() -> None:
     parser.add_argument("--skip_port", action="store_true", help="Only run ours")
     parser.add_argument("--quick", action="store_true", help="copies=1, dupe_factor=2: a smoke run")
     parser.add_argument("--work_dir", help="Keep inputs and outputs here (default: a temp dir)")
+    parser.add_argument(
+        "--dynamic_batches",
+        type=int,
+        default=100,
+        help="Also time the dynamic-masking tf.data pipeline on the same text for this many "
+        "batches of 256 after 20 warm-up batches (0: skip)",
+    )
     args = parser.parse_args()
     if args.quick:
-        args.copies, args.dupe_factor = 1, 2
+        args.copies, args.dupe_factor, args.dynamic_batches = 1, 2, 20
 
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -283,6 +312,12 @@ def main() -> None:
             f"{run.cpu_seconds:.1f} | {run.peak_total_rss / 2**20:.0f} MiB | "
             f"{run.peak_process_rss / 2**20:.0f} MiB | {run.nsp_random:.3f} | "
             f"{run.masked_fraction:.4f} |"
+        )
+    if args.dynamic_batches:
+        rate = time_dynamic_pipeline(corpus_file, vocab, args)
+        print(
+            f"\nDynamic masking (dynamic_pretraining_dataset, batch 256, steady state, this "
+            f"process, all cores): {rate:.0f} instances/s"
         )
     if not args.skip_port:
         port = runs[0]

@@ -30,7 +30,11 @@ from keras_bert_zoo.pretraining.wikitext import (
     split_sentences,
     wikitext_to_sentences,
 )
-from keras_bert_zoo.pretraining.writer import ShardedRecordWriter, encode_pretraining_examples
+from keras_bert_zoo.pretraining.writer import (
+    ShardedRecordWriter,
+    encode_pretraining_examples,
+    verify_pretraining_records,
+)
 
 __all__ = [
     "CorpusError",
@@ -46,5 +50,6 @@ __all__ = [
     "export_sentences",
     "remasked_pretraining_dataset",
     "split_sentences",
+    "verify_pretraining_records",
     "wikitext_to_sentences",
 ]

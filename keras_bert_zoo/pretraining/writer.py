@@ -30,6 +30,7 @@ __all__ = [
     "encode_pretraining_examples",
     "expand_output_files",
     "split_records",
+    "verify_pretraining_records",
 ]
 
 # Record feature name, model name, kind; in the original's order.
@@ -275,3 +276,54 @@ class ShardedRecordWriter:
         stack, self._stack = self._stack, None
         self._writers = []
         return stack.__exit__(exc_type, exc, traceback)
+
+
+def verify_pretraining_records(
+    file_patterns,
+    max_seq_length: int = 128,
+    max_predictions_per_seq: int = 20,
+    compression_type: str | None = None,
+) -> dict[str, int]:
+    """Reads and parses every record of every file; returns the count per file.
+
+    ``tf.data`` reports a damaged file as "corrupted record at <offset>" without the
+    file's name, and a record of another shape deep inside a batch; this names both.
+
+    Raises:
+        ValueError: naming the file and the record (index and, for a damaged file,
+            the byte offset) that cannot be read or does not match the original
+            feature spec with these lengths.
+    """
+    import tensorflow as tf
+
+    from keras_bert_zoo.data import pipeline
+    from keras_bert_zoo.data.pretraining import pretraining_feature_spec
+
+    spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
+    counts = {}
+    for path in pipeline.list_files(file_patterns):
+        count = 0
+        records = tf.data.TFRecordDataset(path, compression_type=compression_type or "")
+        try:
+            for batch in records.batch(1024):
+                try:
+                    tf.io.parse_example(batch, spec)
+                except tf.errors.InvalidArgumentError:
+                    for offset, record in enumerate(batch):
+                        try:
+                            tf.io.parse_single_example(record, spec)
+                        except tf.errors.InvalidArgumentError as e:
+                            raise ValueError(
+                                f"{path}: record {count + offset} does not match the "
+                                f"pretraining spec (max_seq_length={max_seq_length}, "
+                                f"max_predictions_per_seq={max_predictions_per_seq}): "
+                                f"{e.message.splitlines()[0]}"
+                            ) from None
+                count += int(batch.shape[0])
+        except tf.errors.DataLossError as e:
+            raise ValueError(
+                f"{path}: damaged TFRecord file after {count} readable records "
+                f"({e.message.splitlines()[0]})"
+            ) from None
+        counts[path] = count
+    return counts

@@ -98,3 +98,25 @@ def test_failure_leaves_no_shard_and_keeps_old_files(tmp_path):
             raise RuntimeError("crash mid-run")
     assert sorted(os.listdir(tmp_path)) == ["s0.tfrecord"]
     assert old.read_bytes() == b"previous run"
+
+
+def test_verify_names_the_damaged_file_and_record(tmp_path):
+    features = random_features(50, 16, 3, 100)
+    blob, lengths = writer.encode_pretraining_examples(features)
+    good, bad = str(tmp_path / "good.tfrecord"), str(tmp_path / "bad.tfrecord")
+    with writer.ShardedRecordWriter([good, bad]) as records:
+        records.write_all(writer.split_records(blob, lengths))
+    assert writer.verify_pretraining_records([good, bad], 16, 3) == {good: 25, bad: 25}
+    with pytest.raises(
+        ValueError, match=r"good\.tfrecord: record 0 does not match.*max_seq_length=32"
+    ):
+        writer.verify_pretraining_records(good, 32, 3)
+    with open(bad, "rb") as f:
+        data = bytearray(f.read())
+    data[len(data) // 2 : len(data) // 2 + 8] = b"garbage!"
+    with open(bad, "wb") as f:
+        f.write(bytes(data))
+    with pytest.raises(
+        ValueError, match=r"bad\.tfrecord: damaged TFRecord file after \d+ readable"
+    ):
+        writer.verify_pretraining_records(str(tmp_path / "*.tfrecord"), 16, 3)
