@@ -26,7 +26,7 @@ the ratio ours / port against the 10x target, and a sanity line per run (NSP
 balance, masked fraction) read back from the records.
 
 Usage (from the repository root):
-    PYTHONPATH=. python benchmarks/pretraining_data_throughput.py          # copies=8, dupe 10
+    PYTHONPATH=. python benchmarks/pretraining_data_throughput.py          # copies=16, dupe 10
     PYTHONPATH=. python benchmarks/pretraining_data_throughput.py --quick  # smoke run, 1-2 min
     PYTHONPATH=. python benchmarks/pretraining_data_throughput.py --worker_counts 1,4,all
 """
@@ -202,7 +202,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--input_file", help="Text corpus (default: the gensim Wikipedia excerpt)")
     parser.add_argument("--vocab_file", help="vocab.txt (default: the real uncased BERT vocab)")
-    parser.add_argument("--copies", type=int, default=8, help="Times the excerpt is concatenated")
+    parser.add_argument("--copies", type=int, default=16, help="Times the excerpt is concatenated")
     parser.add_argument("--dupe_factor", type=int, default=10)
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--max_predictions_per_seq", type=int, default=20)
