@@ -1,0 +1,55 @@
+"""BERT pretraining data: static records and dynamic masking.
+
+* ``create_pretraining_data`` (``creator``): raw text and MediaWiki dumps ->
+  google-research/bert's pretraining TFRecords, with its algorithm and flags, on every
+  core, streaming (``tools/create_pretraining_data.py`` is its command line).
+* ``dynamic_pretraining_dataset`` / ``remasked_pretraining_dataset`` (``dynamic``):
+  the same batches built on the fly in ``tf.data`` with new masks every epoch.
+* Building blocks: ``corpus`` (streaming readers, format detection), ``wikitext``
+  (markup stripping, sentence splitting), ``instances`` (NSP pairs, packing, masking,
+  padding as TF ops), ``writer`` (record encoding, atomic sharded writing).
+"""
+
+from keras_bert_zoo.pretraining.corpus import CorpusError
+from keras_bert_zoo.pretraining.creator import (
+    CreationConfig,
+    CreationSummary,
+    create_pretraining_data,
+    export_sentences,
+)
+from keras_bert_zoo.pretraining.dynamic import (
+    dynamic_pretraining_dataset,
+    remasked_pretraining_dataset,
+)
+from keras_bert_zoo.pretraining.instances import (
+    create_pretraining_instances,
+    create_segment_pairs,
+)
+from keras_bert_zoo.pretraining.wikitext import (
+    clean_wikitext,
+    split_sentences,
+    wikitext_to_sentences,
+)
+from keras_bert_zoo.pretraining.writer import (
+    ShardedRecordWriter,
+    encode_pretraining_examples,
+    verify_pretraining_records,
+)
+
+__all__ = [
+    "CorpusError",
+    "CreationConfig",
+    "CreationSummary",
+    "ShardedRecordWriter",
+    "clean_wikitext",
+    "create_pretraining_data",
+    "create_pretraining_instances",
+    "create_segment_pairs",
+    "dynamic_pretraining_dataset",
+    "encode_pretraining_examples",
+    "export_sentences",
+    "remasked_pretraining_dataset",
+    "split_sentences",
+    "verify_pretraining_records",
+    "wikitext_to_sentences",
+]

@@ -1,0 +1,13 @@
+"""Loaded once by the forkserver that forks the pretraining-data workers.
+
+Every worker needs TensorFlow, this package and the tokenizer's Unicode tables; loading
+them here (imports and pure-Python tables only, no TensorFlow op, so no runtime thread
+exists at fork time) saves each worker several CPU seconds of start-up.
+"""
+
+import tensorflow  # noqa: F401
+
+from keras_bert_zoo.pretraining import creator  # noqa: F401
+from keras_bert_zoo.text import tokenizer
+
+tokenizer._character_classes()

@@ -1,0 +1,411 @@
+"""Streaming corpus readers: plain text and MediaWiki XML dumps, detected by content.
+
+Two input formats, told apart by their first bytes (after decompression), never by
+the file name:
+
+* plain text, google-research/bert's format: one sentence per line, blank lines
+  between documents;
+* MediaWiki XML dumps (``<mediawiki ...>``): each article (namespace 0, not a
+  redirect) is one document; its wikitext is cleaned and split into sentences later,
+  in the worker processes (``wikitext.wikitext_to_sentences``).
+
+Compression is detected by magic bytes too: bzip2 (``.bz2``, Wikipedia's dumps),
+gzip and xz are read as streams. Everything is read lazily: memory holds one document
+(plain text) or one page (dumps) at a time, never the corpus.
+
+Bad input:
+
+* a pattern that matches no file, an empty file list: ``CorpusError`` naming the
+  pattern;
+* a binary file (NUL bytes in its first 64 KiB) or a zstd/zip/gzip-in-disguise the
+  reader cannot decompress: ``CorpusError`` naming the file;
+* invalid UTF-8 in a text file: the bytes are dropped (as the original's
+  ``convert_to_unicode(..., errors="ignore")`` does), the lines are counted and the
+  first few are logged with their file and line number;
+* a compressed file that ends early (a truncated download): ``CorpusError`` naming
+  the file and how far it got (line, or complete pages read). The run stops: a dump
+  that silently lost its tail is worse than a rerun;
+* malformed XML: ``CorpusError`` naming the file, line and column.
+"""
+
+from __future__ import annotations
+
+import bz2
+import dataclasses
+import glob
+import gzip
+import io
+import lzma
+import os
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+
+from absl import logging
+
+__all__ = [
+    "CorpusError",
+    "CorpusStats",
+    "InputFile",
+    "RawDocument",
+    "expand_input_files",
+    "iter_documents",
+    "iter_mediawiki_pages",
+    "iter_text_documents",
+    "sniff_input_file",
+]
+
+TEXT = "text"
+MEDIAWIKI = "mediawiki"
+_SNIFF_BYTES = 64 * 1024
+_LOGGED_PROBLEMS = 5
+
+
+class CorpusError(ValueError):
+    """Input that cannot be read; the message names the file (and line)."""
+
+
+@dataclasses.dataclass
+class CorpusStats:
+    """Counts of what the readers read and skipped (summed over input files)."""
+
+    files: int = 0
+    input_bytes: int = 0
+    lines: int = 0
+    invalid_utf8_lines: int = 0
+    documents: int = 0
+    split_documents: int = 0
+    pages: int = 0
+    redirect_pages: int = 0
+    non_article_pages: int = 0
+
+    def merge(self, other: CorpusStats) -> None:
+        for field in dataclasses.fields(self):
+            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+
+
+@dataclasses.dataclass(frozen=True)
+class InputFile:
+    path: str
+    format: str  # TEXT or MEDIAWIKI
+    compression: str | None  # "bz2", "gzip", "xz" or None
+    size: int
+
+
+@dataclasses.dataclass
+class RawDocument:
+    """One document as read: text lines, or the wikitext of one article.
+
+    ``lines`` holds the sentences of a plain-text document (stripped, non-empty);
+    ``wikitext`` the raw markup of an article. ``source`` names the file;
+    ``first_line`` is the 1-based line of ``lines[0]`` (plain text) and ``title`` the
+    article's title (dumps).
+    """
+
+    source: str
+    lines: list[str] | None = None
+    wikitext: str | None = None
+    first_line: int = 0
+    title: str | None = None
+
+    @property
+    def size(self) -> int:
+        if self.lines is not None:
+            return sum(len(line) for line in self.lines)
+        return len(self.wikitext or "")
+
+
+def expand_input_files(patterns: str | list[str]) -> list[str]:
+    """Files matching comma-separated glob patterns, in pattern order, each sorted.
+
+    Raises ``CorpusError`` when a pattern matches nothing (a typo should not silently
+    shrink the corpus) or when no pattern is given.
+    """
+    if isinstance(patterns, str):
+        patterns = [p for p in patterns.split(",")]
+    patterns = [p.strip() for p in patterns if p and p.strip()]
+    if not patterns:
+        raise CorpusError("No input file pattern given (--input_file is empty)")
+    files: list[str] = []
+    seen = set()
+    for pattern in patterns:
+        matched = sorted(p for p in glob.glob(pattern) if os.path.isfile(p))
+        if not matched:
+            raise CorpusError(f"Input pattern {pattern!r} matches no file")
+        for path in matched:
+            if path not in seen:
+                seen.add(path)
+                files.append(path)
+    return files
+
+
+def _compression_of(head: bytes) -> str | None:
+    if head.startswith(b"BZh"):
+        return "bz2"
+    if head.startswith(b"\x1f\x8b"):
+        return "gzip"
+    if head.startswith(b"\xfd7zXZ\x00"):
+        return "xz"
+    return None
+
+
+def _open_decompressed(path: str, compression: str | None):
+    if compression == "bz2":
+        return bz2.open(path, "rb")
+    if compression == "gzip":
+        return gzip.open(path, "rb")
+    if compression == "xz":
+        return lzma.open(path, "rb")
+    return open(path, "rb")
+
+
+_XML_PROLOG = re.compile(
+    rb"\A(?:\xef\xbb\xbf)?\s*(?:<\?xml[^>]*\?>\s*)?(?:<!--.*?-->\s*)*<mediawiki[\s>]", re.S
+)
+
+
+def sniff_input_file(path: str) -> InputFile:
+    """Format and compression of `path`, from its content.
+
+    Raises ``CorpusError`` for a file that is neither UTF-8-ish text nor a dump.
+    """
+    with open(path, "rb") as f:
+        magic = f.read(8)
+    if magic.startswith(b"\x28\xb5\x2f\xfd"):
+        raise CorpusError(f"{path}: zstd-compressed input is not supported; decompress it first")
+    if magic.startswith(b"PK\x03\x04"):
+        raise CorpusError(f"{path}: zip archives are not supported; extract the text files")
+    compression = _compression_of(magic)
+    try:
+        with _open_decompressed(path, compression) as f:
+            head = f.read(_SNIFF_BYTES)
+    except EOFError as e:
+        raise CorpusError(
+            f"{path}: the {compression} stream ends early (truncated file?): {e}"
+        ) from e
+    except (OSError, lzma.LZMAError) as e:
+        raise CorpusError(f"{path}: cannot read {compression or 'file'}: {e}") from e
+    if _XML_PROLOG.match(head):
+        kind = MEDIAWIKI
+    else:
+        if b"\x00" in head:
+            raise CorpusError(
+                f"{path}: looks binary (NUL bytes in the first {len(head)} bytes), neither "
+                "UTF-8 text nor a MediaWiki XML dump"
+            )
+        kind = TEXT
+    return InputFile(path, kind, compression, os.path.getsize(path))
+
+
+class _CountingReader(io.RawIOBase):
+    """Counts bytes read from the underlying (compressed) file, for progress."""
+
+    def __init__(self, raw):
+        self._raw = raw
+        self.bytes_read = 0
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        n = self._raw.readinto(buffer)
+        self.bytes_read += n or 0
+        return n
+
+
+def _open_counting(input_file: InputFile):
+    raw = open(input_file.path, "rb")
+    counter = _CountingReader(raw)
+    buffered = io.BufferedReader(counter, buffer_size=1 << 20)
+    if input_file.compression == "bz2":
+        stream = bz2.BZ2File(buffered, "rb")
+    elif input_file.compression == "gzip":
+        stream = gzip.GzipFile(fileobj=buffered, mode="rb")
+    elif input_file.compression == "xz":
+        stream = lzma.LZMAFile(buffered, "rb")
+    else:
+        stream = buffered
+    return stream, counter, raw
+
+
+def iter_text_documents(
+    input_file: InputFile,
+    stats: CorpusStats,
+    max_document_chars: int | None = None,
+    progress: list | None = None,
+) -> Iterator[RawDocument]:
+    """Documents of a plain-text file: runs of non-blank lines between blank lines.
+
+    A document longer than ``max_document_chars`` is cut into parts of about that
+    size (between lines; counted in ``stats.split_documents``), so a file without
+    blank lines cannot fill the memory. ``progress``, when given, is a one-element
+    list updated with the compressed bytes read so far.
+    """
+    path = input_file.path
+    stream, counter, raw = _open_counting(input_file)
+    lines: list[str] = []
+    first_line = 0
+    chars = 0
+    number = 0
+    try:
+        with raw, stream:
+            while True:
+                try:
+                    line_bytes = stream.readline()
+                except EOFError as e:
+                    raise CorpusError(
+                        f"{path}: the {input_file.compression} stream ends early after line "
+                        f"{number} (truncated file?): {e}"
+                    ) from e
+                if not line_bytes:
+                    break
+                number += 1
+                try:
+                    line = line_bytes.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    stats.invalid_utf8_lines += 1
+                    if stats.invalid_utf8_lines <= _LOGGED_PROBLEMS:
+                        logging.warning(
+                            "%s:%d: invalid UTF-8 (%s); the bad bytes are dropped, as the "
+                            "original does",
+                            path,
+                            number,
+                            e.reason,
+                        )
+                    line = line_bytes.decode("utf-8", "ignore")
+                line = line.strip()
+                if progress is not None:
+                    progress[0] = counter.bytes_read
+                if not line:
+                    if lines:
+                        stats.documents += 1
+                        yield RawDocument(path, lines=lines, first_line=first_line)
+                    lines, chars = [], 0
+                    continue
+                if not lines:
+                    first_line = number
+                lines.append(line)
+                chars += len(line)
+                if max_document_chars and chars >= max_document_chars:
+                    stats.documents += 1
+                    stats.split_documents += 1
+                    yield RawDocument(path, lines=lines, first_line=first_line)
+                    lines, chars = [], 0
+            if lines:
+                stats.documents += 1
+                yield RawDocument(path, lines=lines, first_line=first_line)
+    finally:
+        stats.lines += number
+        stats.files += 1
+        stats.input_bytes += input_file.size
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+_REDIRECT_TEXT = re.compile(r"\s*#REDIRECT", re.I)
+
+
+def iter_mediawiki_pages(
+    input_file: InputFile, stats: CorpusStats, progress: list | None = None
+) -> Iterator[RawDocument]:
+    """Articles of a MediaWiki XML dump: namespace 0, redirects skipped (counted).
+
+    Pages without an ``<ns>`` element (very old dumps) are classified by their
+    title's prefix against the dump's own ``<namespaces>`` list.
+    """
+    path = input_file.path
+    stream, counter, raw = _open_counting(input_file)
+    namespace_prefixes: set[str] = set()
+    pages = 0
+    try:
+        with raw, stream:
+            root = None
+            events = ET.iterparse(stream, events=("start", "end"))
+            try:
+                for event, element in events:
+                    if root is None:
+                        root = element
+                    if event != "end":
+                        continue
+                    tag = _local(element.tag)
+                    if tag == "namespace" and element.text:
+                        namespace_prefixes.add(element.text.strip().lower() + ":")
+                    elif tag == "page":
+                        pages += 1
+                        stats.pages += 1
+                        title, namespace, text, redirect = "", None, "", False
+                        for child in element:
+                            child_tag = _local(child.tag)
+                            if child_tag == "title":
+                                title = child.text or ""
+                            elif child_tag == "ns":
+                                namespace = (child.text or "").strip()
+                            elif child_tag == "redirect":
+                                redirect = True
+                            elif child_tag == "revision":
+                                for part in child:
+                                    if _local(part.tag) == "text":
+                                        text = part.text or ""
+                        root.clear()
+                        if progress is not None:
+                            progress[0] = counter.bytes_read
+                        if namespace is None:
+                            lowered = title.lower()
+                            is_article = not any(lowered.startswith(p) for p in namespace_prefixes)
+                        else:
+                            is_article = namespace == "0"
+                        if not is_article:
+                            stats.non_article_pages += 1
+                            continue
+                        if redirect or _REDIRECT_TEXT.match(text):
+                            stats.redirect_pages += 1
+                            continue
+                        stats.documents += 1
+                        yield RawDocument(path, wikitext=text, title=title)
+            except EOFError as e:
+                raise CorpusError(
+                    f"{path}: the {input_file.compression} stream ends early after {pages} "
+                    f"complete pages (truncated download?): {e}"
+                ) from e
+            except ET.ParseError as e:
+                line, column = e.position
+                ends_early = "no element found" in str(e) or "unclosed token" in str(e)
+                hint = " (the XML ends early: truncated file?)" if ends_early else ""
+                raise CorpusError(
+                    f"{path}: malformed XML at line {line}, column {column}{hint} after "
+                    f"{pages} complete pages: {e}"
+                ) from e
+    finally:
+        stats.files += 1
+        stats.input_bytes += input_file.size
+
+
+def iter_documents(
+    input_files: list[InputFile],
+    stats: CorpusStats,
+    max_document_chars: int | None = None,
+    progress: list | None = None,
+) -> Iterator[RawDocument]:
+    """Documents of every input file in order; each file starts a new document.
+
+    (The original reads files back to back, so a file not ending in a blank line
+    continues into the next file's first document; here a file boundary always ends
+    a document.) ``progress``, when given, is a one-element list holding the
+    compressed bytes of all input read so far.
+    """
+    done = 0
+    for input_file in input_files:
+        local = [0] if progress is not None else None
+        if input_file.format == MEDIAWIKI:
+            documents = iter_mediawiki_pages(input_file, stats, local)
+        else:
+            documents = iter_text_documents(input_file, stats, max_document_chars, local)
+        for document in documents:
+            if progress is not None:
+                progress[0] = done + local[0]
+            yield document
+        done += input_file.size
+        if progress is not None:
+            progress[0] = done

@@ -1,0 +1,141 @@
+"""Creates BERT pretraining TFRecords (masked LM + next sentence) from raw text or Wikipedia dumps.
+
+google-research/bert's create_pretraining_data.py flags, names and defaults, plus
+parallelism and streaming. Inputs are plain text (one sentence per line, a blank line
+between documents) or MediaWiki XML dumps (``.xml``/``.xml.bz2``; articles only,
+markup stripped, sentences split), detected by content. The records have the
+original feature names and layout.
+
+Usage:
+    python tools/create_pretraining_data.py \
+        --input_file='corpus/*.txt,enwiki-latest-pages-articles1.xml.bz2' \
+        --output_file=out/pretrain.tfrecord@16 --vocab_file=vocab.txt \
+        [--do_lower_case] [--do_whole_word_mask] [--max_seq_length=128] \
+        [--max_predictions_per_seq=20] [--masked_lm_prob=0.15] [--short_seq_prob=0.1] \
+        [--dupe_factor=10] [--random_seed=12345] [--num_workers=N] [--chunk_chars=1000000]
+
+    # Cleaned sentences instead of records (the input format of the dynamic pipeline):
+    python tools/create_pretraining_data.py --input_file=dump.xml.bz2 \
+        --output_text_file=wiki_sentences.txt
+
+All logic lives in keras_bert_zoo.pretraining (creator, corpus, wikitext, instances,
+writer).
+"""
+
+import multiprocessing
+import multiprocessing.forkserver
+
+from absl import app, flags, logging
+
+# keras_bert_zoo (and with it TensorFlow) is imported in main(), after the worker
+# processes' forkserver was started: both load TensorFlow at the same time.
+_PRELOAD = "keras_bert_zoo.pretraining._forkserver_preload"
+
+_INPUT_FILE = flags.DEFINE_string(
+    "input_file",
+    None,
+    "Input raw text file (or comma-separated globs); text or MediaWiki XML dumps.",
+)
+_OUTPUT_FILE = flags.DEFINE_string(
+    "output_file",
+    None,
+    "Output TF example file (or comma-separated list of files, or PATH@N for N shards).",
+)
+_VOCAB_FILE = flags.DEFINE_string(
+    "vocab_file", None, "The vocabulary file that the BERT model was trained on."
+)
+_DO_LOWER_CASE = flags.DEFINE_bool(
+    "do_lower_case",
+    True,
+    "Whether to lower case the input text. Should be True for uncased models and False for "
+    "cased models.",
+)
+_DO_WHOLE_WORD_MASK = flags.DEFINE_bool(
+    "do_whole_word_mask",
+    False,
+    "Whether to use whole word masking rather than per-WordPiece masking.",
+)
+_MAX_SEQ_LENGTH = flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
+_MAX_PREDICTIONS = flags.DEFINE_integer(
+    "max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence."
+)
+_RANDOM_SEED = flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
+_DUPE_FACTOR = flags.DEFINE_integer(
+    "dupe_factor", 10, "Number of times to duplicate the input data (with different masks)."
+)
+_MASKED_LM_PROB = flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+_SHORT_SEQ_PROB = flags.DEFINE_float(
+    "short_seq_prob",
+    0.1,
+    "Probability of creating sequences which are shorter than the maximum length.",
+)
+# --- Not in the original ---
+_NUM_WORKERS = flags.DEFINE_integer(
+    "num_workers", None, "Worker processes (default: one per available core; 0: no subprocess)."
+)
+_CHUNK_CHARS = flags.DEFINE_integer(
+    "chunk_chars",
+    1_000_000,
+    "Characters of raw input per work unit. The documents of a chunk are the pool that "
+    "'random next' segments are drawn from; memory holds about 2 chunks per worker.",
+)
+_PROGRESS_SECONDS = flags.DEFINE_float(
+    "progress_interval_seconds", 30.0, "Seconds between progress log lines."
+)
+_OUTPUT_TEXT_FILE = flags.DEFINE_string(
+    "output_text_file",
+    None,
+    "Instead of records, write the input's documents as one sentence per line with blank "
+    "lines between documents (MediaWiki dumps cleaned and split); no vocabulary needed.",
+)
+
+
+def _start_worker_server() -> None:
+    if _NUM_WORKERS.value == 0 or "forkserver" not in multiprocessing.get_all_start_methods():
+        return
+    multiprocessing.get_context("forkserver").set_forkserver_preload([_PRELOAD])
+    multiprocessing.forkserver.ensure_running()
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    if not _INPUT_FILE.value:
+        raise app.UsageError("--input_file is required")
+    _start_worker_server()
+    from keras_bert_zoo.pretraining import corpus, creator
+
+    if _OUTPUT_TEXT_FILE.value:
+        summary = creator.export_sentences(_INPUT_FILE.value, _OUTPUT_TEXT_FILE.value)
+        print(summary)
+        return
+    if not _OUTPUT_FILE.value or not _VOCAB_FILE.value:
+        raise app.UsageError("--output_file and --vocab_file are required (or --output_text_file)")
+    config = creator.CreationConfig(
+        vocab_file=_VOCAB_FILE.value,
+        do_lower_case=_DO_LOWER_CASE.value,
+        do_whole_word_mask=_DO_WHOLE_WORD_MASK.value,
+        max_seq_length=_MAX_SEQ_LENGTH.value,
+        max_predictions_per_seq=_MAX_PREDICTIONS.value,
+        masked_lm_prob=_MASKED_LM_PROB.value,
+        short_seq_prob=_SHORT_SEQ_PROB.value,
+        dupe_factor=_DUPE_FACTOR.value,
+        random_seed=_RANDOM_SEED.value,
+        chunk_chars=_CHUNK_CHARS.value,
+    )
+    try:
+        summary = creator.create_pretraining_data(
+            _INPUT_FILE.value,
+            _OUTPUT_FILE.value,
+            config,
+            num_workers=_NUM_WORKERS.value,
+            progress_interval=_PROGRESS_SECONDS.value,
+        )
+    except (corpus.CorpusError, ValueError) as e:
+        logging.error("%s", e)
+        raise SystemExit(f"create_pretraining_data: {e}") from None
+    print("\n".join(summary.lines()))
+
+
+if __name__ == "__main__":
+    app.run(main)
