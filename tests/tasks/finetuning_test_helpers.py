@@ -1,0 +1,50 @@
+"""Shared helpers of the fine-tuning runner tests (imported by path, no conftest)."""
+
+import os
+
+import keras
+
+from keras_bert_zoo.checkpoints import save_pretrained
+from keras_bert_zoo.models import BertEncoder
+from keras_bert_zoo.tasks.finetuning import FinetuningConfig
+from keras_bert_zoo.text.vocab import write_vocab
+
+# One or two blocks learn a keyword in a few dozen steps; XLA stays off (its compile
+# time would dominate runs this short).
+TINY_ENCODER = dict(
+    hidden_size=32,
+    num_layers=1,
+    num_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=64,
+    type_vocab_size=2,
+)
+
+
+def write_tiny_checkpoint(directory, vocabulary, layout="google", seed=0, **overrides):
+    """A random tiny BERT with `vocabulary` as a checkpoint directory of `layout`: what
+    `--init_checkpoint` reads for a real release, at test size."""
+    directory = str(directory)
+    os.makedirs(directory, exist_ok=True)
+    vocab_file = os.path.join(directory, "vocab.source.txt")
+    write_vocab(vocab_file, vocabulary)
+    keras.utils.set_random_seed(seed)
+    encoder = BertEncoder(vocab_size=len(vocabulary), **{**TINY_ENCODER, **overrides})
+    save_pretrained(encoder, directory, format=layout, vocab_file=vocab_file)
+    os.remove(vocab_file)
+    return directory
+
+
+def quick_config(**settings) -> FinetuningConfig:
+    """A runner configuration for a few dozen steps of a tiny model."""
+    defaults = dict(
+        learning_rate=5e-3,
+        lr_schedule="constant",
+        warmup_proportion=0.0,
+        eval_every=0,
+        steps_per_loop=8,
+        progress="none",
+        seed=0,
+    )
+    defaults.update(settings)
+    return FinetuningConfig(**defaults)
