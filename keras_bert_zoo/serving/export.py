@@ -323,7 +323,7 @@ def export_saved_model(
     served_preprocessor = serving_preprocessor(
         preprocessor if preprocessor is not None else task.make_preprocessor(tokenizer)
     )
-    answer = task.serving_outputs(model, served_preprocessor)
+    answer = signatures.replace_invalid_utf8(task.serving_outputs(model, served_preprocessor))
     functions = {
         signatures.DEFAULT_SIGNATURE: signatures.text_signature(text_fields, answer),
         signatures.IDS_SIGNATURE: signatures.ids_signature(model),
@@ -345,7 +345,9 @@ def export_saved_model(
     # === Warmup requests and the answers they must get ===
     recorder = _RecordingModel(model)
     text_feed = {field: _string_array(values) for field, values in warmup_inputs.items()}
-    eager_answer = task.serving_outputs(recorder, served_preprocessor)
+    eager_answer = signatures.replace_invalid_utf8(
+        task.serving_outputs(recorder, served_preprocessor)
+    )
     expected_answers = _numpy(
         signatures._check_outputs(
             eager_answer(**{field: tf.constant(value) for field, value in text_feed.items()}),

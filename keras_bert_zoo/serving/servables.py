@@ -255,9 +255,14 @@ class MaskedLMServable:
             positions = tf.RaggedTensor.from_value_rowids(
                 tf.cast(where[:, 1], tf.int32), where[:, 0], nrows=tf.cast(batch, tf.int64)
             )
-            gather_positions = positions.to_tensor(default_value=0, shape=[batch, most])
+            # At least one (padding) position: Keras' take_along_axis fails on an
+            # empty batch with no positions.
+            gather_positions = positions.to_tensor(
+                default_value=0, shape=[batch, tf.maximum(most, 1)]
+            )
             outputs = model({**inputs, "masked_lm_positions": gather_positions}, training=False)
-            probabilities = tf.nn.softmax(tf.cast(outputs["masked_lm_logits"], tf.float32))
+            logits = tf.cast(outputs["masked_lm_logits"], tf.float32)[:, :most]
+            probabilities = tf.nn.softmax(logits)
             best, best_ids = tf.math.top_k(probabilities, k=top_k)
             valid = tf.range(most)[tf.newaxis, :] < mask_count[:, tf.newaxis]  # [batch, M]
             valid_k = tf.broadcast_to(valid[:, :, tf.newaxis], tf.shape(best_ids))

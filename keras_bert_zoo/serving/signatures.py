@@ -52,6 +52,28 @@ def _check_outputs(outputs: Any, what: str) -> dict[str, tf.Tensor]:
     return {key: _float32(value) for key, value in outputs.items()}
 
 
+def replace_invalid_utf8(answer: Callable[..., Mapping[str, tf.Tensor]]):
+    """`answer` on its texts with invalid UTF-8 replaced by U+FFFD first.
+
+    A server takes any bytes. Replaced once at the boundary, every later step
+    (tokenizer, character offsets, answer substrings) sees one valid text; the
+    replacement is Python's `bytes.decode("utf-8", errors="replace")`, so the
+    character offsets of an answer index that string.
+    """
+
+    def valid_answer(**texts):
+        return answer(
+            **{
+                name: tf.strings.unicode_transcode(
+                    text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
+                )
+                for name, text in texts.items()
+            }
+        )
+
+    return valid_answer
+
+
 def text_signature(text_fields: Sequence[str], answer: Callable[..., Mapping[str, tf.Tensor]]):
     """`serving_default`: a tf.function of one `[batch]` string tensor per text field."""
     fields = tuple(text_fields)

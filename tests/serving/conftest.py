@@ -125,3 +125,11 @@ def loaded():
         return cache[export.path]
 
     return load
+
+
+@pytest.fixture(scope="session")
+def cpp_runner(tmp_path_factory):
+    """The C++ loader program, compiled once per session against the tensorflow wheel."""
+    from keras_bert_zoo.serving import native
+
+    return native.compile_runner(str(tmp_path_factory.mktemp("native") / "saved_model_run"))

@@ -59,7 +59,9 @@ class Export:
         """The in-memory Keras model's answers (the task's serving function run eagerly)."""
         import tensorflow as tf
 
-        answer = self.task.serving_outputs(self.model, self.served_preprocessor)
+        answer = serving.signatures.replace_invalid_utf8(
+            self.task.serving_outputs(self.model, self.served_preprocessor)
+        )
         outputs = answer(**{key: tf.constant(value) for key, value in inputs.items()})
         return {key: np.asarray(value) for key, value in outputs.items()}
 
