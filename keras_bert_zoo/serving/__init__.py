@@ -13,19 +13,29 @@
 * `ops`: the ops outside core TensorFlow an export needs, recorded and checked.
 """
 
-from keras_bert_zoo.serving import ops, signatures, warmup
-from keras_bert_zoo.serving.client import ServedModel, export_and_answer, load_served_model
+from keras_bert_zoo.serving import native, ops, signatures, warmup
+from keras_bert_zoo.serving.client import (
+    ServedModel,
+    describe_export,
+    export_and_answer,
+    format_answers,
+    load_served_model,
+    resolve_version_dir,
+)
 from keras_bert_zoo.serving.export import (
     DEFAULT_WARMUP_TEXTS,
     ExportedModel,
     ExportVerificationError,
     existing_versions,
     export_finetuned,
+    export_pretrained,
     export_saved_model,
     next_version,
     read_export_description,
     signature_schema,
+    warmup_inputs_from_rows,
 )
+from keras_bert_zoo.serving.hub import export_hub_encoder_pair, export_pretrained_hub_pair
 from keras_bert_zoo.serving.servables import (
     EncoderServable,
     MaskedLMServable,
@@ -40,15 +50,23 @@ __all__ = [
     "MaskedLMServable",
     "MaskedTextPreprocessor",
     "ServedModel",
+    "describe_export",
     "existing_versions",
     "export_and_answer",
     "export_finetuned",
+    "export_hub_encoder_pair",
+    "export_pretrained",
+    "export_pretrained_hub_pair",
     "export_saved_model",
+    "format_answers",
     "load_served_model",
+    "native",
     "next_version",
     "ops",
     "read_export_description",
+    "resolve_version_dir",
     "signature_schema",
     "signatures",
     "warmup",
+    "warmup_inputs_from_rows",
 ]

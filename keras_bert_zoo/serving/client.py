@@ -129,3 +129,87 @@ def export_and_answer(
 
     exported = export_finetuned(finetuned, export_base, model_name, **export_kwargs)
     return exported, load_served_model(exported.path).answer(rows)
+
+
+# === What the tools print ===
+
+
+def resolve_version_dir(path: str) -> str:
+    """`path` itself when it holds a SavedModel, else its highest integer version."""
+    from keras_bert_zoo.serving.export import existing_versions
+
+    path = os.fspath(path)
+    if os.path.isfile(os.path.join(path, "saved_model.pb")):
+        return path
+    versions = existing_versions(path)
+    if not versions:
+        raise FileNotFoundError(
+            f"{path}: neither a SavedModel (no saved_model.pb) nor a model directory "
+            "with integer version subdirectories"
+        )
+    return os.path.join(path, str(versions[-1]))
+
+
+def _shape_text(shape) -> str:
+    if shape is None:
+        return "?"
+    return (
+        "["
+        + ", ".join(
+            "batch" if i == 0 and d == -1 else ("?" if d == -1 else str(d))
+            for i, d in enumerate(shape)
+        )
+        + "]"
+    )
+
+
+def describe_export(path: str) -> str:
+    """The export's task, signatures (inputs, outputs, method) and op manifest, and
+    what this process lacks to run it, as printable lines."""
+    from keras_bert_zoo.serving import ops
+    from keras_bert_zoo.serving.export import read_export_description, signature_schema
+
+    lines = [f"SavedModel: {path}"]
+    try:
+        description = read_export_description(path)
+    except (FileNotFoundError, ValueError) as error:
+        lines.append(f"  ({error})")
+    else:
+        task = description.get("task", {})
+        lines.append(
+            f"task: {task.get('task_name')}  max_seq_length: {task.get('max_seq_length')}  "
+            f"text fields: {', '.join(description.get('text_fields', []))}"
+        )
+        if description.get("label_names"):
+            lines.append(f"labels: {', '.join(description['label_names'])}")
+    for name, signature in signature_schema(path).items():
+        lines.append(f"signature {name} ({signature['method_name']})")
+        for direction in ("inputs", "outputs"):
+            for key, info in signature[direction].items():
+                shape = _shape_text(info["shape"])
+                lines.append(f"  {direction[:-1]:<6} {key:<24} {info['dtype']:<8} {shape}")
+    try:
+        manifest = ops.read_op_manifest(path)
+    except (FileNotFoundError, ValueError):
+        manifest = ops.op_manifest(path)
+        lines.append("op manifest (computed: the export has no assets.extra/custom_ops.json):")
+    lines.append(ops.format_op_manifest(manifest))
+    problems = ops.check_op_manifest(manifest)
+    lines.append(
+        "this process can run it" if not problems else "this process: " + "; ".join(problems)
+    )
+    return "\n".join(lines)
+
+
+def format_answers(outputs: Mapping[str, np.ndarray], max_chars: int = 400) -> str:
+    """One block per row of a batch of outputs: `key: value` lines."""
+    rows = len(next(iter(outputs.values()))) if outputs else 0
+    lines = []
+    for row in range(rows):
+        lines.append(f"[{row}]")
+        for key in sorted(outputs):
+            text = repr(_to_python(np.asarray(outputs[key])[row]))
+            if len(text) > max_chars:
+                text = text[: max_chars - 3] + "..."
+            lines.append(f"  {key}: {text}")
+    return "\n".join(lines)

@@ -186,6 +186,20 @@ def _check_warmup_inputs(text_fields, inputs: Mapping[str, Sequence]) -> dict[st
     return {field: list(inputs[field]) for field in text_fields}
 
 
+def warmup_inputs_from_rows(text_fields, rows, source: str = "warmup rows") -> dict:
+    """`{field: [texts]}` from rows of texts in `text_fields` order (a TSV's lines)."""
+    fields = tuple(text_fields)
+    columns: dict[str, list] = {field: [] for field in fields}
+    for number, row in enumerate(rows, start=1):
+        if len(row) != len(fields):
+            raise ValueError(
+                f"{source}, row {number}: {len(row)} texts for the fields {list(fields)}"
+            )
+        for field, text in zip(fields, row, strict=True):
+            columns[field].append(text)
+    return columns
+
+
 def _string_array(values) -> np.ndarray:
     return np.array(
         [value.encode("utf-8") if isinstance(value, str) else bytes(value) for value in values],
@@ -477,3 +491,41 @@ def read_export_description(saved_model_dir: str) -> dict[str, Any]:
             return json.load(f)
         except json.JSONDecodeError as error:
             raise ValueError(f"{path}: not valid JSON ({error})") from error
+
+
+def export_pretrained(
+    checkpoint_dir: str,
+    export_base: str,
+    model_name: str,
+    kind: str = "encoder",
+    *,
+    max_seq_length: int = 128,
+    top_k: int = 5,
+    text_fields=("sentence",),
+    allow_partial: bool = False,
+    **kwargs,
+) -> ExportedModel:
+    """Exports a pretrained checkpoint (Google or Hugging Face layout, with its
+    `vocab.txt`) as an `"encoder"` (pooled and sequence outputs) or a `"masked_lm"`
+    (top-k fill-ins for each `[MASK]`; the checkpoint needs its MLM head unless
+    `allow_partial`, which leaves missing heads random). Other keywords go to
+    `export_saved_model`.
+    """
+    from keras_bert_zoo.checkpoints import from_pretrained
+    from keras_bert_zoo.serving.servables import EncoderServable, MaskedLMServable
+    from keras_bert_zoo.text import BertTokenizer
+
+    vocab = os.path.join(os.fspath(checkpoint_dir), "vocab.txt")
+    if not os.path.isfile(vocab):
+        raise FileNotFoundError(f"{checkpoint_dir}: no vocab.txt beside the checkpoint")
+    if kind == "encoder":
+        servable = EncoderServable(max_seq_length, text_fields=text_fields)
+        model = from_pretrained(checkpoint_dir, allow_partial=allow_partial)
+    elif kind == "masked_lm":
+        servable = MaskedLMServable(max_seq_length, top_k=top_k, text_fields=text_fields)
+        model = from_pretrained(checkpoint_dir, model="pretrainer", allow_partial=allow_partial)
+    else:
+        raise ValueError(f"kind must be 'encoder' or 'masked_lm', got {kind!r}")
+    return export_saved_model(
+        export_base, model_name, servable, model, BertTokenizer(vocab), **kwargs
+    )
