@@ -1,6 +1,7 @@
 """`BertPretrainer`: the masked LM and next-sentence objectives over a `BertEncoder`."""
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from keras_bert_zoo.layers.heads import ClassificationHead, MaskedLMHead
@@ -140,7 +141,9 @@ class BertPretrainer(EncoderHeadModel):
         # Keep regularization losses (none by default) part of the objective.
         if self.losses:
             total = total + ops.sum(ops.stack([ops.cast(v, "float32") for v in self.losses]))
-        return total
+        # Like Keras' compiled losses: under a tf.distribute strategy each replica returns
+        # its share of the global mean, since gradients are summed across replicas.
+        return total / tf.distribute.get_strategy().num_replicas_in_sync
 
     @property
     def metrics(self):

@@ -9,6 +9,20 @@ SWAG: context = `sent1`, choice i = `sent2 + " " + ending_i` (`startphrase` is
 `sent1 + " " + sent2`). The join happens inside `MultipleChoicePreprocessor`, so the
 exported model can take the raw SWAG fields.
 
+State (saved with a fine-tuned model): `{"num_choices": N}`, read from the data
+(`multiple_choice`: the first record; `swag`: always 4, checked on load).
+
+Serving (`serving_outputs`, the exported model) takes the raw texts as training
+packs them, each a string `[batch]`:
+- `multiple_choice`: `context`, `ending0`, ..., `ending{N-1}`;
+- `swag`: `sent1`, `sent2`, `ending0`, ..., `ending3`: SWAG's own fields, so the
+  model joins `sent2 + " " + ending_i` exactly as in training (an empty `sent2`
+  leaves the ending alone).
+Outputs: `scores` (float32 `[batch, N]`, the softmax over the choices) and `label`
+(int32 `[batch]`, the best choice, ties to the lowest index), what `postprocess`
+answers. Pairs too long for `max_seq_length` are truncated as in training (the
+longer segment loses tokens from its end).
+
 Predictions: `predictions_{split}.csv` with header `id,label,scores`, one row per
 example in input order: `id` (SWAG: the row's `fold-ind`; JSON lines: the record's
 `id`, else `{split}-{index}`), `label` the predicted choice index (0-based; ties go to
@@ -43,7 +57,12 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.tasks.base import Task, register_task
-from keras_bert_zoo.tasks.tagging import _as_text, _find_split_file, _prepared_tfds_builder
+from keras_bert_zoo.tasks.tagging import (
+    _as_text,
+    _find_split_file,
+    _named_texts,
+    _prepared_tfds_builder,
+)
 from keras_bert_zoo.text.preprocessor import BertPreprocessor
 from keras_bert_zoo.utils.atomic import atomic_open
 
@@ -348,7 +367,6 @@ class MultipleChoiceTask(Task):
     dev, test).
     """
 
-    text_fields = ("context", "choices")
     primary_metric = "accuracy"
     higher_is_better = True
     label_keys = ("label",)
@@ -364,6 +382,11 @@ class MultipleChoiceTask(Task):
         super().__init__(*args, **kwargs)
         self._num_choices: int | None = None
         self._examples_cache: dict[str, list[MultipleChoiceExample]] = {}
+
+    @property
+    def text_fields(self) -> tuple[str, ...]:
+        """`("context", "ending0", ..., "ending{N-1}")`: the serving inputs."""
+        return ("context", *(f"ending{index}" for index in range(self.num_choices)))
 
     # === Data ===
 
@@ -498,6 +521,86 @@ class MultipleChoiceTask(Task):
                 writer.writerow([example.example_id, answer.label, scores])
         return [path]
 
+    # === Raw text ===
+
+    def _check_item(self, item, index: int) -> tuple:
+        item = tuple(item)
+        if len(item) != len(self.text_fields):
+            raise ValueError(
+                f"{self.task_name} takes {len(self.text_fields)} texts per example "
+                f"({', '.join(self.text_fields)}); item {index} has {len(item)}"
+            )
+        return item
+
+    def examples_from_texts(self, texts, split: str = "input") -> list[MultipleChoiceExample]:
+        """Unlabelled examples from `(context, ending0, ..., ending{N-1})` tuples."""
+        examples = []
+        for index, item in enumerate(texts):
+            item = self._check_item(item, index)
+            examples.append(
+                MultipleChoiceExample(
+                    example_id=f"{split}-{index}",
+                    context=item[0],
+                    choices=tuple(item[1:]),
+                    label=None,
+                    source=f"{split} item {index}",
+                )
+            )
+        return examples
+
+    # === State ===
+
+    def _known_num_choices(self) -> int | None:
+        """The number of choices without reading any data (None if not yet known)."""
+        return self._num_choices
+
+    def state(self) -> dict:
+        """`{"num_choices": N}`: the head's width, read from the data."""
+        return {"num_choices": self.num_choices}
+
+    def load_state(self, state) -> None:
+        state = dict(state)
+        if not state:
+            return
+        num_choices = state.get("num_choices")
+        if isinstance(num_choices, bool) or not isinstance(num_choices, int) or num_choices < 1:
+            raise ValueError(
+                f"{self.task_name}: the saved num_choices {num_choices!r} is not a positive integer"
+            )
+        known = self._known_num_choices()
+        if known is not None and known != num_choices:
+            raise ValueError(
+                f"{self.task_name}: the saved model takes {num_choices} choices, this task "
+                f"{known} (a model fine-tuned on other data?)"
+            )
+        self._num_choices = num_choices
+
+    # === Serving ===
+
+    def _serving_segments(self, texts):
+        """(context `[batch]`, choices `[batch, N]`, choice prefix or None)."""
+        context, *endings = texts
+        return context, tf.stack(endings, axis=1), None
+
+    def serving_outputs(self, model, preprocessor):
+        """`fn(*texts)`: string tensors `[batch]` named `text_fields` -> `scores` (float32
+        `[batch, N]`, the softmax over the choices) and `label` (int32 `[batch]`, the
+        best choice, ties to the lowest index): what `postprocess` answers."""
+        text_fields = self.text_fields
+
+        def serve(*args, **kwargs):
+            texts = [tf.convert_to_tensor(text) for text in _named_texts(text_fields, args, kwargs)]
+            context, choices, prefix = self._serving_segments(texts)
+            logits = tf.cast(
+                model(preprocessor(context, choices, prefix), training=False), tf.float32
+            )
+            return {
+                "scores": tf.nn.softmax(logits, axis=-1),
+                "label": tf.argmax(logits, axis=-1, output_type=tf.int32),
+            }
+
+        return serve
+
 
 def _choice_features(batch, preprocessor):
     features = dict(preprocessor(batch["context"], batch["choices"], batch["choice_prefix"]))
@@ -537,6 +640,30 @@ class SwagTask(MultipleChoiceTask):
                 examples = self._read_tfds(split)
             self._examples_cache[split] = examples
         return list(self._examples_cache[split])
+
+    def _known_num_choices(self) -> int | None:
+        return SWAG_NUM_CHOICES
+
+    def _serving_segments(self, texts):
+        sent1, sent2, *endings = texts
+        return sent1, tf.stack(endings, axis=1), sent2
+
+    def examples_from_texts(self, texts, split: str = "input") -> list[MultipleChoiceExample]:
+        """Unlabelled examples from `(sent1, sent2, ending0, ..., ending3)` tuples."""
+        examples = []
+        for index, item in enumerate(texts):
+            item = self._check_item(item, index)
+            examples.append(
+                MultipleChoiceExample(
+                    example_id=f"{split}-{index}",
+                    context=item[0],
+                    choices=tuple(item[2:]),
+                    label=None,
+                    choice_prefix=item[1],
+                    source=f"{split} item {index}",
+                )
+            )
+        return examples
 
     def _read_tfds(self, split: str) -> list[MultipleChoiceExample]:
         from keras_bert_zoo.data import tfds_dataset

@@ -23,6 +23,45 @@ see `entity_metrics.conll_report`, which also reports seqeval's strict IOB2 mode
 per-type figures). Predictions are written as CoNLL columns `word gold predicted`
 (conlleval's input), one predicted tag per original word.
 
+State (`state()`, saved with a fine-tuned model so that it predicts and exports
+without the data): `{"tags": [...], "tag_scheme": "IOB1" | "IOB2" | "raw"}`, the tag
+set in label order (`conll2003`: its nine fixed tags; `token_classification`: read
+from the training file or the `tag_set` option) and the scheme of the training data
+(the `tag_scheme` option, else detected from the training file).
+
+Serving (`serving_outputs`, the exported model): `text_fields = ("sentence",)`, raw
+UTF-8 sentences `[batch]`. Each is split into words by `split_words` (whitespace
+separates words; punctuation and CJK ideographs are words of their own; invalid UTF-8
+becomes U+FFFD), the words go through the same `TaggingPreprocessor` windows as in
+training (long sentences are windowed, never truncated), each word gets the argmax
+tag of its logits (what `postprocess` answers), and the entities are read from the
+tags as the task's metric reads them (`entity_metrics.entities`, conlleval: `I-X`
+after `O` or another type starts an entity; for `raw` tags every word not tagged `O`
+is one). Offsets are CHARACTER (code point) offsets into the sentence, end exclusive:
+Python's `sentence[start:end]` (for a request holding invalid UTF-8, indices into
+`raw.decode("utf-8", errors="replace")`). Outputs, all plain dense tensors:
+
+| name           | dtype   | shape                   | padding |
+|----------------|---------|-------------------------|---------|
+| `word_count`   | int32   | `[batch]`               |         |
+| `words`        | string  | `[batch, max_words]`    | `""`    |
+| `word_start`   | int32   | `[batch, max_words]`    | -1      |
+| `word_end`     | int32   | `[batch, max_words]`    | -1      |
+| `word_tags`    | string  | `[batch, max_words]`    | `""`    |
+| `word_score`   | float32 | `[batch, max_words]`    | 0       |
+| `entity_count` | int32   | `[batch]`               |         |
+| `entity_type`  | string  | `[batch, max_entities]` | `""`    |
+| `entity_start` | int32   | `[batch, max_entities]` | -1      |
+| `entity_end`   | int32   | `[batch, max_entities]` | -1      |
+| `entity_text`  | string  | `[batch, max_entities]` | `""`    |
+| `entity_score` | float32 | `[batch, max_entities]` | 0       |
+
+`max_words` and `max_entities` are the largest counts in the batch (0 when there
+are none). `word_score` is the softmax probability of the word's tag;
+`entity_score` the mean of `word_score` over the entity's words. Entities come in
+sentence order; `entity_text` is `sentence[entity_start:entity_end]`, and its type
+is the tag's type (`PER`), or the whole tag for raw tags.
+
 Example:
 
 ```python
@@ -64,28 +103,90 @@ IGNORED_LABEL = -1
 # === Preprocessing (a Keras layer: training, evaluation and the exported model) ===
 
 
-def split_words(sentences):
-    """Raw sentences -> words with byte offsets, for tagging text that is not yet split.
+def valid_utf8(strings):
+    """`strings` with every invalid UTF-8 sequence replaced by U+FFFD.
 
-    Words are separated at whitespace, and each punctuation character is a word of its
-    own (CoNLL-2003's tokenization keeps `Germany` and `.` apart), using BERT's
-    character classes.
+    TF decodes invalid bytes as Python's `bytes.decode("utf-8", errors="replace")`
+    does (one U+FFFD per maximal invalid subpart), so character offsets into the
+    result are Python string indices into the replaced text.
+    """
+    return tf.strings.unicode_transcode(
+        strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
+    )
+
+
+def char_offsets(strings, byte_offsets):
+    """Byte offsets into valid UTF-8 `strings` -> character (code point) offsets.
+
+    Args:
+        strings: string tensor `[batch]` (valid UTF-8: see `valid_utf8`).
+        byte_offsets: int `tf.RaggedTensor` `[batch, (n)]`, each at a character
+            boundary of its row's string (or at its end).
+
+    Returns:
+        int64 `tf.RaggedTensor` like `byte_offsets`.
+    """
+    # (An invalid byte sequence, if any, counts as one character, as `valid_utf8`
+    # would make it.)
+    _, char_bytes = tf.strings.unicode_decode_with_offsets(
+        strings, "UTF-8", errors="replace", replacement_char=0xFFFD
+    )
+    # All rows on one sorted axis (each row's bytes after the previous row's), so one
+    # searchsorted maps the whole batch.
+    row_base = tf.cumsum(tf.cast(tf.strings.length(strings), tf.int64), exclusive=True)
+    global_char_bytes = tf.cast(char_bytes.flat_values, tf.int64) + tf.gather(
+        row_base, char_bytes.value_rowids()
+    )
+    rows = byte_offsets.value_rowids()
+    wanted = tf.cast(byte_offsets.flat_values, tf.int64) + tf.gather(row_base, rows)
+    index = tf.searchsorted(global_char_bytes[tf.newaxis], wanted[tf.newaxis], side="left")[0]
+    return byte_offsets.with_flat_values(
+        tf.cast(index, tf.int64) - tf.gather(char_bytes.row_starts(), rows)
+    )
+
+
+def split_words(sentences):
+    """Raw sentences -> words with CHARACTER offsets, for tagging text not yet split.
+
+    Words are separated at whitespace, and each punctuation character and CJK
+    ideograph is a word of its own (CoNLL-2003's tokenization keeps `Germany` and
+    `.` apart), with BERT's character classes (`text.unicode_tables`, Python's
+    `unicodedata`). A run made only of characters BERT's cleaning drops (control and
+    format characters, NUL, U+FFFD) is no word: it holds no text to tag. Invalid
+    UTF-8 is first replaced by U+FFFD (`valid_utf8`), so it never stops a request.
 
     Args:
         sentences: string tensor `[batch]`.
 
     Returns:
-        `(words, starts, ends)`: ragged `[batch, (words)]` strings and int64 byte
-        offsets into `sentences` (`sentence[start:end]` is the word).
+        `(words, starts, ends)`: ragged `[batch, (words)]` strings (valid UTF-8) and
+        int64 character offsets: `valid_utf8(sentence)` decoded, `text[start:end]`
+        is the word. For valid UTF-8 these are Python string indices into the
+        sentence itself.
     """
-    from keras_bert_zoo.text.tokenizer import _character_classes
+    from keras_bert_zoo.text.unicode_tables import unicode_tables
 
-    classes = _character_classes()
-    return tf_text.regex_split_with_offsets(
-        sentences,
-        delim_regex_pattern=classes["whitespace"][:-1] + classes["split_keep"][1:],
+    classes = unicode_tables().classes
+    text = valid_utf8(tf.convert_to_tensor(sentences))
+    # regex_split_with_offsets stops at a NUL byte; U+0001 is as long and, like NUL,
+    # a character BERT's cleaning drops, so the split and its offsets are unchanged.
+    _, byte_starts, byte_ends = tf_text.regex_split_with_offsets(
+        tf.strings.regex_replace(text, "\\x00", "\x01"),
+        delim_regex_pattern=classes["split_any"],
         keep_delim_regex_pattern=classes["split_keep"],
     )
+    words = tf.strings.substr(
+        tf.gather(text, byte_starts.value_rowids()),
+        byte_starts.flat_values,
+        byte_ends.flat_values - byte_starts.flat_values,
+    )
+    words = byte_starts.with_flat_values(words)
+    keep = ~tf.strings.regex_full_match(words.flat_values, classes["control"] + "+")
+    words, byte_starts, byte_ends = (
+        tf.ragged.boolean_mask(value, words.with_flat_values(keep))
+        for value in (words, byte_starts, byte_ends)
+    )
+    return words, char_offsets(text, byte_starts), char_offsets(text, byte_ends)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -143,26 +244,21 @@ class TaggingPreprocessor(keras.layers.Layer):
             raise ValueError(f"sequence_length must be >= 3 to hold a piece, got {sequence_length}")
         if int(window_stride) < 1:
             raise ValueError(f"window_stride must be >= 1, got {window_stride}")
-        for name, value in (
-            ("[CLS]", tokenizer.cls_token_id),
-            ("[SEP]", tokenizer.sep_token_id),
-            (tokenizer.unknown_token, tokenizer.unknown_token_id),
-        ):
-            if value is None:
-                raise ValueError(f"The tokenizer's vocabulary has no {name} token")
         self.tokenizer = tokenizer
         self.sequence_length = int(sequence_length)
         self.window_stride = int(window_stride)
-        pad_id = tokenizer.pad_token_id
-        self.packer = BertPacker(
-            self.sequence_length,
-            start_value=tokenizer.cls_token_id,
-            end_value=tokenizer.sep_token_id,
-            pad_value=0 if pad_id is None else pad_id,
-            dtype="int32",
-        )
+        self.packer = BertPacker(self.sequence_length, dtype="int32")
+        # A tokenizer loaded from a .keras archive (or a config) gets its vocabulary
+        # after this constructor; the special ids are then taken when the layer runs.
+        if tokenizer.has_vocabulary:
+            self._take_special_ids()
         # No weights: nothing for build() to create.
         self.built = True
+
+    def _take_special_ids(self):
+        # BertTokenizer itself refuses a vocabulary without its unknown token.
+        packer = self.packer
+        packer.start_value, packer.end_value, packer.pad_value = self.tokenizer.packing_token_ids()
 
     @property
     def window_length(self) -> int:
@@ -184,6 +280,7 @@ class TaggingPreprocessor(keras.layers.Layer):
     def call(self, words):
         if not isinstance(words, tf.RaggedTensor):
             words = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(words))
+        self._take_special_ids()
         length = self.window_length
         stride = min(self.window_stride, length)
 
@@ -268,6 +365,132 @@ class TaggingPreprocessor(keras.layers.Layer):
         config = dict(config)
         config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
         return cls(**config)
+
+
+# === Serving: windows -> words -> entities, in TF ops ===
+
+_OUTSIDE_PREFIX, _BEGIN_PREFIX, _INSIDE_PREFIX, _OTHER_PREFIX = 0, 1, 2, 3
+
+
+def _tag_tables(tags: Sequence[str]):
+    """Per tag id: conlleval's prefix code and type id; and the type names (id 0: "").
+
+    The prefix and type are `entity_metrics.split_tag`'s, so the TF chunker below
+    compares exactly what `entity_metrics.entities` compares.
+    """
+    prefix_codes = {"O": _OUTSIDE_PREFIX, "B": _BEGIN_PREFIX, "I": _INSIDE_PREFIX}
+    type_names = [""]  # the type of `O`, and the "previous type" at a sentence start
+    prefixes, types = [], []
+    for tag in tags:
+        prefix, entity_type = entity_metrics.split_tag(tag)
+        prefixes.append(prefix_codes.get(prefix, _OTHER_PREFIX))
+        if entity_type not in type_names:
+            type_names.append(entity_type)
+        types.append(type_names.index(entity_type))
+    return prefixes, types, type_names
+
+
+def entity_spans(tag_ids, tags: Sequence[str], tag_scheme: str):
+    """The entities of tagged sentences, in TF ops, as `entity_metrics` reads them.
+
+    For the IOB schemes this is `entity_metrics.entities` (conlleval's reading: a
+    chunk starts at `B-X`, at `I-X` after `O` or another type, ...); for `raw` it
+    is `entity_metrics.raw_entities` (every word not tagged `O` is a one-word
+    entity of its tag), the same readings the task's metric uses.
+
+    Args:
+        tag_ids: int `tf.RaggedTensor` `[sentences, (words)]` of indices into `tags`.
+        tags: the tag set.
+        tag_scheme: `"IOB1"`, `"IOB2"` or `"raw"`.
+
+    Returns:
+        dict of flat tensors, one entry per entity in sentence then word order:
+        `sentence` (int64), `first_word` and `last_word` (int64, inclusive, indices
+        in the sentence) and `type` (string).
+    """
+    if tag_scheme not in entity_metrics.TAG_SCHEMES:
+        raise ValueError(
+            f"tag_scheme must be one of {entity_metrics.TAG_SCHEMES}, got {tag_scheme!r}"
+        )
+    flat = tag_ids.flat_values
+    word_sentence = tag_ids.value_rowids()
+    sentence_start = tf.gather(tag_ids.row_starts(), word_sentence)
+    positions = tf.range(tf.size(flat, out_type=tf.int64), dtype=tf.int64)
+    if tag_scheme == "raw":
+        tag_names = tf.constant(list(tags), tf.string, shape=[len(tags)])
+        chosen = tf.where(tf.not_equal(tf.gather(tag_names, flat), entity_metrics.OUTSIDE))[:, 0]
+        sentence = tf.gather(word_sentence, chosen)
+        word = chosen - tf.gather(sentence_start, chosen)
+        return {
+            "sentence": sentence,
+            "first_word": word,
+            "last_word": word,
+            "type": tf.gather(tag_names, tf.gather(flat, chosen)),
+        }
+    prefix_table, type_table, type_names = _tag_tables(tags)
+    prefix = tf.gather(tf.constant(prefix_table, tf.int32, shape=[len(tags)]), flat)
+    entity_type = tf.gather(tf.constant(type_table, tf.int32, shape=[len(tags)]), flat)
+    first = tf.equal(positions, sentence_start)
+    last = tf.equal(positions, tf.gather(tag_ids.row_limits(), word_sentence) - 1)
+    # Neighbours within the sentence; outside it, conlleval's sentinel `O` (type "").
+    previous_prefix = tf.where(first, _OUTSIDE_PREFIX, tf.roll(prefix, 1, axis=0))
+    previous_type = tf.where(first, 0, tf.roll(entity_type, 1, axis=0))
+    next_prefix = tf.where(last, _OUTSIDE_PREFIX, tf.roll(prefix, -1, axis=0))
+    next_type = tf.where(last, 0, tf.roll(entity_type, -1, axis=0))
+    outside = tf.equal(prefix, _OUTSIDE_PREFIX)
+    begin_or_inside = tf.equal(prefix, _BEGIN_PREFIX) | tf.equal(prefix, _INSIDE_PREFIX)
+    # entity_metrics._start_of_chunk(previous, this) and _end_of_chunk(this, next).
+    starts = (
+        tf.equal(prefix, _BEGIN_PREFIX)
+        | (tf.equal(previous_prefix, _OUTSIDE_PREFIX) & tf.equal(prefix, _INSIDE_PREFIX))
+        | (~outside & tf.not_equal(previous_type, entity_type))
+    )
+    ends = (
+        begin_or_inside
+        & (tf.equal(next_prefix, _BEGIN_PREFIX) | tf.equal(next_prefix, _OUTSIDE_PREFIX))
+    ) | (~outside & tf.not_equal(entity_type, next_type))
+    start_positions = tf.where(starts)[:, 0]
+    end_positions = tf.where(ends)[:, 0]
+    # A chunk runs from the last start at or before its end; with none in the
+    # sentence, from the sentence's first word (conlleval's `start` variable).
+    latest = tf.searchsorted(start_positions[tf.newaxis], end_positions[tf.newaxis], "right")[0] - 1
+    latest_start = tf.gather(
+        tf.concat([[-1], start_positions], axis=0), tf.cast(latest, tf.int64) + 1
+    )
+    end_sentence_start = tf.gather(sentence_start, end_positions)
+    return {
+        "sentence": tf.gather(word_sentence, end_positions),
+        "first_word": tf.maximum(latest_start, end_sentence_start) - end_sentence_start,
+        "last_word": end_positions - end_sentence_start,
+        "type": tf.gather(
+            tf.constant(type_names, tf.string), tf.gather(entity_type, end_positions)
+        ),
+    }
+
+
+def word_logits(windows, logits, words):
+    """The logits of each word, read where `TaggingPreprocessor` reads it.
+
+    Args:
+        windows: `TaggingPreprocessor` output for `words`.
+        logits: float `[windows, sequence_length, tags]`.
+        words: the `[sentences, (words)]` ragged tensor the windows come from.
+
+    Returns:
+        `[sentences, (words), tags]`: one row of logits per word.
+    """
+    word_index = windows["word_index"]
+    read = tf.where(word_index >= 0)  # [words, 2]: (window, position)
+    sentence = tf.gather(tf.cast(windows["sentence_index"], tf.int64), read[:, 0])
+    global_word = tf.gather(words.row_starts(), sentence) + tf.cast(
+        tf.gather_nd(word_index, read), tf.int64
+    )
+    num_words = tf.size(words.flat_values, out_type=tf.int64)
+    values = tf.gather_nd(logits, read)
+    num_tags = tf.shape(logits, out_type=tf.int64)[-1]
+    # Each word is read in exactly one window, so the scatter writes each row once.
+    flat = tf.scatter_nd(global_word[:, tf.newaxis], values, tf.stack([num_words, num_tags]))
+    return words.with_flat_values(flat)
 
 
 # === Examples and reading ===
@@ -590,6 +813,7 @@ class TokenClassificationTask(Task):
             )
         self._examples_cache: dict[str, list[TaggedSentence]] = {}
         self._tags: tuple[str, ...] | None = None
+        self._tag_scheme: str | None = None  # of the training data, once known
         tag_set = self.option_values.get("tag_set")
         if tag_set:
             tags = tuple(tag.strip() for tag in tag_set.split(",") if tag.strip())
@@ -634,7 +858,10 @@ class TokenClassificationTask(Task):
             found = {tag for sentence in training for tag in sentence.tags}
             if not found:
                 raise ValueError(f"{self.split_path('train')}: no tagged words")
-            entity_metrics.detect_tag_scheme([s.tags for s in training])  # rejects IOBES
+            # Rejects IOBES; the scheme is kept for the state.
+            scheme = entity_metrics.detect_tag_scheme([s.tags for s in training])
+            if self._tag_scheme is None:
+                self._tag_scheme = scheme
             ordered = sorted(found - {entity_metrics.OUTSIDE})
             if entity_metrics.OUTSIDE in found:
                 ordered.insert(0, entity_metrics.OUTSIDE)
@@ -739,10 +966,24 @@ class TokenClassificationTask(Task):
         ]
 
     def tag_scheme(self, examples) -> str:
+        """The scheme `evaluate` reads `examples` with: the option, else detected."""
         scheme = self.option_values["tag_scheme"]
         if scheme != "auto":
             return scheme
         return entity_metrics.detect_tag_scheme([example.tags for example in examples])
+
+    @property
+    def training_tag_scheme(self) -> str:
+        """The tag scheme of the training data: the `tag_scheme` option, else the
+        restored state, else detected from the training file. `raw` makes the served
+        entities one word each (`entity_spans`)."""
+        option = self.option_values["tag_scheme"]
+        if option != "auto":
+            return option
+        if self._tag_scheme is None:
+            training = self.read("train")
+            self._tag_scheme = entity_metrics.detect_tag_scheme([s.tags for s in training])
+        return self._tag_scheme
 
     def evaluate(self, answers, examples) -> dict[str, float]:
         if len(answers) != len(examples):
@@ -786,6 +1027,145 @@ class TokenClassificationTask(Task):
                     f.write(delimiter.join(columns) + "\n")
                 f.write("\n")
         return [path]
+
+    # === Raw text ===
+
+    def examples_from_texts(self, texts: Sequence[str | bytes], split: str = "input"):
+        """Untagged `TaggedSentence`s from raw sentences, split into words as the
+        exported model splits them (`split_words`)."""
+        texts = list(texts)
+        words, _, _ = split_words(tf.constant(texts, tf.string, shape=[len(texts)]))
+        return [
+            TaggedSentence(
+                example_id=f"{split}-{index}",
+                words=tuple(word.decode("utf-8") for word in row),
+                tags=None,
+                source=f"{split} item {index}",
+            )
+            for index, row in enumerate(words.to_list())
+        ]
+
+    # === State ===
+
+    def state(self) -> dict:
+        """`{"tags": [...], "tag_scheme": "IOB1" | "IOB2" | "raw"}`: the label order of
+        the head and the scheme of the training data (`training_tag_scheme`)."""
+        return {"tags": list(self.tags), "tag_scheme": self.training_tag_scheme}
+
+    def load_state(self, state) -> None:
+        state = dict(state)
+        if not state:
+            return
+        tags = tuple(state.get("tags") or ())
+        if not tags or not all(isinstance(tag, str) and tag for tag in tags):
+            raise ValueError(f"{self.task_name}: the saved state has no valid tags: {state}")
+        if len(set(tags)) != len(tags):
+            raise ValueError(f"{self.task_name}: the saved tags list a tag twice: {list(tags)}")
+        if self._tags is not None and self._tags != tags:
+            raise ValueError(
+                f"{self.task_name}: the saved model's tags {list(tags)} differ from this "
+                f"task's {list(self._tags)} (a model fine-tuned on another tag set?)"
+            )
+        scheme = state.get("tag_scheme")
+        if scheme not in entity_metrics.TAG_SCHEMES:
+            raise ValueError(
+                f"{self.task_name}: the saved tag_scheme {scheme!r} is not one of "
+                f"{entity_metrics.TAG_SCHEMES}"
+            )
+        option = self.option_values["tag_scheme"]
+        if option != "auto" and option != scheme:
+            raise ValueError(
+                f"{self.task_name}: tag_scheme={option} but the saved model was trained "
+                f"on {scheme} tags"
+            )
+        self._tags, self._tag_scheme = tags, scheme
+
+    # === Serving ===
+
+    def serving_outputs(self, model, preprocessor):
+        """`fn(sentence)`: raw sentences (string `[batch]`) -> words, tags and entities.
+
+        See the module docstring for the output schema. The words are those of
+        `split_words`; their tags are what `postprocess` answers for them, and the
+        entities those `entity_metrics` reads from the tags (`entity_spans`).
+        """
+        tags = list(self.tags)
+        tag_scheme = self.training_tag_scheme
+        input_names = self.model_input_names()
+
+        def serve(*args, **kwargs):
+            (sentence,) = _named_texts(self.text_fields, args, kwargs)
+            text = valid_utf8(tf.convert_to_tensor(sentence))
+            words, starts, ends = split_words(text)
+            windows = preprocessor(words)
+            logits = model({name: windows[name] for name in input_names}, training=False)
+            logits = word_logits(windows, tf.cast(logits, tf.float32), words)
+            tag_ids = tf.argmax(logits.flat_values, axis=-1, output_type=tf.int32)
+            tag_probability = tf.reduce_max(tf.nn.softmax(logits.flat_values, axis=-1), axis=-1)
+            tag_ids = words.with_flat_values(tag_ids)
+            batch = tf.shape(text, out_type=tf.int64)[0]
+
+            entities = entity_spans(tag_ids, tags, tag_scheme)
+            first = tf.gather(words.row_starts(), entities["sentence"]) + entities["first_word"]
+            last = tf.gather(words.row_starts(), entities["sentence"]) + entities["last_word"]
+            entity_start = tf.gather(starts.flat_values, first)
+            entity_end = tf.gather(ends.flat_values, last)
+            entity_words = tf.ragged.range(first, last + 1)
+            entity_score = tf.reduce_mean(
+                entity_words.with_flat_values(tf.gather(tag_probability, entity_words.flat_values)),
+                axis=1,
+            )
+            entity_text = tf.strings.substr(
+                tf.gather(text, entities["sentence"]),
+                entity_start,
+                entity_end - entity_start,
+                unit="UTF8_CHAR",
+            )
+
+            def per_entity(values, padding):
+                return tf.RaggedTensor.from_value_rowids(
+                    values, entities["sentence"], nrows=batch
+                ).to_tensor(padding)
+
+            def per_word(ragged, padding):
+                return ragged.to_tensor(padding)
+
+            return {
+                "word_count": tf.cast(words.row_lengths(), tf.int32),
+                "words": per_word(words, ""),
+                "word_start": per_word(tf.cast(starts, tf.int32), -1),
+                "word_end": per_word(tf.cast(ends, tf.int32), -1),
+                "word_tags": per_word(tf.gather(tf.constant(tags), tag_ids), ""),
+                "word_score": per_word(words.with_flat_values(tag_probability), 0.0),
+                "entity_count": tf.math.bincount(
+                    tf.cast(entities["sentence"], tf.int32),
+                    minlength=tf.cast(batch, tf.int32),
+                    maxlength=tf.cast(batch, tf.int32),
+                    dtype=tf.int32,
+                ),
+                "entity_type": per_entity(entities["type"], ""),
+                "entity_start": per_entity(tf.cast(entity_start, tf.int32), -1),
+                "entity_end": per_entity(tf.cast(entity_end, tf.int32), -1),
+                "entity_text": per_entity(entity_text, ""),
+                "entity_score": per_entity(entity_score, 0.0),
+            }
+
+        return serve
+
+
+def _named_texts(text_fields, args, kwargs) -> list:
+    """The serving function's texts in `text_fields` order, given by position or name."""
+    if args and kwargs:
+        raise ValueError(f"Pass the texts {list(text_fields)} all by position or all by name")
+    if args:
+        if len(args) != len(text_fields):
+            raise ValueError(
+                f"Expected {len(text_fields)} texts {list(text_fields)}, got {len(args)}"
+            )
+        return list(args)
+    if set(kwargs) != set(text_fields):
+        raise ValueError(f"Expected the texts {list(text_fields)}, got {sorted(kwargs)}")
+    return [kwargs[name] for name in text_fields]
 
 
 def _window_features(batch, preprocessor):
@@ -840,6 +1220,12 @@ class Conll2003Task(TokenClassificationTask):
 
     def _tags_source(self) -> str:
         return "CoNLL-2003 NER tags"
+
+    def load_state(self, state) -> None:
+        scheme = dict(state).get("tag_scheme")
+        if state and scheme not in ("IOB1", "IOB2"):
+            raise ValueError(f"conll2003: the saved tag_scheme {scheme!r} is not IOB1 or IOB2")
+        super().load_state(state)
 
     def read(self, split: str) -> list[TaggedSentence]:
         if self.data_dir is not None:

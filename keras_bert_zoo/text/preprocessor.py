@@ -66,14 +66,8 @@ class BertPreprocessor(PreprocessingLayer):
             self._take_special_ids()
 
     def _take_special_ids(self):
-        tokenizer = self.tokenizer
-        for name, value in (("[CLS]", tokenizer.cls_token_id), ("[SEP]", tokenizer.sep_token_id)):
-            if value is None:
-                raise ValueError(f"The tokenizer's vocabulary has no {name} token")
-        self.packer.start_value = tokenizer.cls_token_id
-        self.packer.end_value = tokenizer.sep_token_id
-        pad_id = tokenizer.pad_token_id
-        self.packer.pad_value = 0 if pad_id is None else pad_id
+        packer = self.packer
+        packer.start_value, packer.end_value, packer.pad_value = self.tokenizer.packing_token_ids()
 
     @property
     def sequence_length(self) -> int:

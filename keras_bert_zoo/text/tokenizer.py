@@ -44,6 +44,10 @@ from keras_bert_zoo.text.unicode_tables import lowercase_fixups, regex_class, un
 from keras_bert_zoo.text.vocab import VOCAB_FILENAME, load_vocab, vocab_text
 from keras_bert_zoo.utils.atomic import write_text_atomically
 
+# Offset-table value of a character that normalizes to nothing but is not cleaned
+# away (a combining mark stripped with the accents): it belongs to the token before.
+_DROPPED_MARK = -2
+
 
 def vocab_casing(tokens) -> tuple[int, int]:
     """(tokens with a letter, tokens with an upper-case letter), specials excluded."""
@@ -301,6 +305,19 @@ class BertTokenizer(PreprocessingLayer):
     def mask_token_id(self):
         return self._special_id("[MASK]")
 
+    def packing_token_ids(self) -> tuple[int, int, int]:
+        """`([CLS], [SEP], [PAD])` ids for the layers that pack inputs; `[PAD]` defaults to 0.
+
+        Read when a packing layer first runs, not when it is built: a tokenizer loaded
+        from a `.keras` archive or a config gets its vocabulary after its users are built.
+        Raises `ValueError` naming a missing token.
+        """
+        for name, value in (("[CLS]", self.cls_token_id), ("[SEP]", self.sep_token_id)):
+            if value is None:
+                raise ValueError(f"The tokenizer's vocabulary has no {name} token")
+        pad_id = self.pad_token_id
+        return self.cls_token_id, self.sep_token_id, 0 if pad_id is None else pad_id
+
     # === Layers ===
 
     def _normalize(self, text, exact: bool):
@@ -531,7 +548,9 @@ class BertTokenizer(PreprocessingLayer):
         ``inputs[i][starts[i][j]:ends[i][j]]`` is the source text of token j: the
         whole word for ``[UNK]``, the characters a piece came from otherwise (an
         accented letter keeps its accent bytes; a dropped control character belongs
-        to no token).
+        to no token). With ``lowercase``, the combining marks (category Mn) that
+        accent stripping drops belong to the token before them: a token's end covers
+        the marks right after it, so "Cafe" + U+0301 ends after the accent.
         """
         inputs, scalar = self._to_batch(inputs)
         ids, norm_starts, norm_ends = self._tokenize_normalized_offsets(inputs)
@@ -541,11 +560,22 @@ class BertTokenizer(PreprocessingLayer):
         return ids, starts, ends
 
     def _normalized_lengths(self, codepoints):
+        """(UTF-8 length of each character once normalized, is a dropped mark).
+
+        A dropped mark is a character that normalizes to nothing without being one
+        that cleaning drops: with `lowercase`, a combining mark (Mn) that accent
+        stripping removes.
+        """
         if self._offset_table is None:
             tables = unicode_tables()
             points, lengths = (
                 tables.uncased_length_changes if self.lowercase else tables.cased_length_changes
             )
+            cleaned = set(tables.cased_length_changes[0])
+            lengths = [
+                _DROPPED_MARK if length == 0 and point not in cleaned else length
+                for point, length in zip(points, lengths, strict=True)
+            ]
             with tf.init_scope():
                 self._offset_table = tf.lookup.StaticHashTable(
                     tf.lookup.KeyValueTensorInitializer(
@@ -560,7 +590,9 @@ class BertTokenizer(PreprocessingLayer):
             + tf.cast(codepoints >= 0x10000, tf.int32)
         )
         special = self._offset_table.lookup(codepoints)
-        return tf.where(special >= 0, special, utf8_len)
+        dropped_mark = tf.equal(special, _DROPPED_MARK)
+        lengths = tf.where(special >= 0, special, tf.where(dropped_mark, 0, utf8_len))
+        return lengths, dropped_mark
 
     def _map_to_original(self, inputs, norm_starts, norm_ends):
         """Maps byte offsets in the normalized strings back to the original strings.
@@ -568,7 +600,8 @@ class BertTokenizer(PreprocessingLayer):
         Each original character normalizes on its own to a known number of bytes
         (cleaning, lower-casing and NFD act per character; Greek final sigma only
         swaps two 2-byte letters), so cumulative normalized lengths locate the source
-        character of every normalized byte.
+        character of every normalized byte. A token's end then moves past the marks
+        that accent stripping dropped right after it (they left no byte to locate).
         """
         codepoints, char_starts = tf.strings.unicode_decode_with_offsets(
             inputs, "UTF-8", errors="replace", replacement_char=0xFFFD
@@ -584,7 +617,8 @@ class BertTokenizer(PreprocessingLayer):
         )
         next_start = tf.concat([flat_char_starts[1:], tf.zeros([1], tf.int64)], axis=0)
         flat_char_ends = tf.where(is_last, tf.gather(string_len, char_rows), next_start)
-        lengths = tf.cast(self._normalized_lengths(codepoints.flat_values), tf.int64)
+        lengths, dropped_mark = self._normalized_lengths(codepoints.flat_values)
+        lengths = tf.cast(lengths, tf.int64)
         # One sorted axis for the whole batch: row r's normalized bytes start at the
         # total normalized length of the rows before it.
         cum_end = tf.math.cumsum(lengths)
@@ -605,7 +639,19 @@ class BertTokenizer(PreprocessingLayer):
             return index
 
         starts = tf.gather(flat_char_starts, source_char(norm_starts))
-        ends = tf.gather(flat_char_ends, source_char(norm_ends - 1))
+        last_char = source_char(norm_ends - 1)
+        if self.lowercase:
+            # The last character before the first one after `last_char` that is not a
+            # dropped mark, within the row. (Cased text keeps its marks: no change.)
+            kept = tf.where(~dropped_mark)[:, 0]
+            next_kept = tf.searchsorted(kept[tf.newaxis], (last_char + 1)[tf.newaxis])[0]
+            following = tf.gather(
+                tf.concat([kept, tf.size(dropped_mark, out_type=tf.int64)[tf.newaxis]], 0),
+                next_kept,
+            )
+            row_limit = tf.gather(row_char_limit, norm_ends.value_rowids())
+            last_char = tf.minimum(following, row_limit) - 1
+        ends = tf.gather(flat_char_ends, last_char)
         return norm_starts.with_flat_values(starts), norm_ends.with_flat_values(ends)
 
     def detokenize(self, ids):

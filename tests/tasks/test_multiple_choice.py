@@ -241,7 +241,7 @@ def test_swag_reads_a_prepared_tensorflow_datasets_copy(tmp_path):
 # === Preprocessing ===
 
 
-def test_each_choice_is_packed_with_the_context(tokenizer):
+def test_each_choice_is_packed_with_the_context(tokenizer, tmp_path):
     layer = multiple_choice.MultipleChoicePreprocessor(tokenizer, num_choices=3, sequence_length=20)
     pair = BertPreprocessor(tokenizer, sequence_length=20)
     context = ["She walks in.", "He sits."]
@@ -256,7 +256,10 @@ def test_each_choice_is_packed_with_the_context(tokenizer):
             for key in expected:
                 np.testing.assert_array_equal(out[key][i, j].numpy(), expected[key][0].numpy())
 
+    # The config holds no vocabulary: the tokenizer's asset gives it back.
     clone = multiple_choice.MultipleChoicePreprocessor.from_config(layer.get_config())
+    tokenizer.save_assets(str(tmp_path))
+    clone.tokenizer.load_assets(str(tmp_path))
     again = clone(tf.constant(context), tf.constant(choices), tf.constant(prefix))
     np.testing.assert_array_equal(again["input_word_ids"].numpy(), out["input_word_ids"].numpy())
     with pytest.raises(ValueError, match="columns"):

@@ -368,11 +368,14 @@ def test_round_trip_context_much_longer_than_a_window(tokenizer, wiki_paragraphs
     assert len(features) > 10 * len(examples)
 
 
-def test_preprocessor_config_round_trip(tokenizer):
+def test_preprocessor_config_round_trip(tokenizer, tmp_path):
     from keras_bert_zoo.tasks.question_answering import SquadPreprocessor
 
     preprocessor = SquadPreprocessor(tokenizer, max_seq_length=32, doc_stride=5, max_query_length=6)
+    # A config carries no vocabulary (it travels as an asset, as in keras-hub).
+    preprocessor.tokenizer.save_assets(str(tmp_path))
     restored = SquadPreprocessor.from_config(preprocessor.get_config())
+    restored.tokenizer.load_assets(str(tmp_path))
     assert (restored.max_seq_length, restored.doc_stride, restored.max_query_length) == (32, 5, 6)
     inputs = {
         "question": tf.constant(["who wrote the first program?"]),

@@ -128,6 +128,56 @@ def test_offsets_point_into_original_text(ref, hostile, wiki_lines, uncased_toke
     assert checked > 100000
 
 
+def test_offsets_cover_the_marks_accent_stripping_drops(
+    ref, hostile, wiki_lines, uncased_tokenizer
+):
+    """An uncased token's end covers the combining marks right after it, and only those.
+
+    Restated per character with `unicodedata`: a character's normalized form is
+    `strip_accents(lower(c))`; a dropped mark is one that cleaning keeps but that
+    normalizes to nothing. The token's last contributing character is the last one
+    with a non-empty form; after it come dropped marks only, and none follows the end.
+    Lines: real Wikipedia text (also NFD-decomposed, so every accent is a mark),
+    the hostile set and decomposed "Cafe\u0301" cases.
+    """
+    import unicodedata
+
+    def cleaned_away(char):
+        return ord(char) in (0, 0xFFFD) or ref.is_control(char)
+
+    def normalized(char):
+        return "" if cleaned_away(char) else ref.strip_accents(char.lower())
+
+    def dropped_mark(char):
+        return not cleaned_away(char) and not normalized(char)
+
+    accented = [line for line in wiki_lines[:6000] if not line.isascii()]
+    lines = (
+        wiki_lines[:1000]
+        + [unicodedata.normalize("NFD", line) for line in accented]
+        + hostile.HOSTILE_LINES
+        + ["Cafe\u0301", "Cafe\u0301 au lait", "e\u0301\u0302cole!\u0301", "x\u200b\u0301 y"]
+    )
+    ids, starts, ends = uncased_tokenizer.tokenize_with_offsets(tf.constant(lines))
+    extended = checked = 0
+    for line, row_starts, row_ends in zip(lines, starts.to_list(), ends.to_list(), strict=True):
+        data = line.encode("utf-8")
+        for start, end in zip(row_starts, row_ends, strict=True):
+            first = len(data[:start].decode("utf-8"))
+            stop = len(data[:end].decode("utf-8"))
+            contributing = [k for k in range(first, stop) if normalized(line[k])]
+            assert contributing, (line, line[first:stop])
+            last = contributing[-1]
+            assert all(dropped_mark(c) for c in line[last + 1 : stop]), (line, line[first:stop])
+            assert stop == len(line) or not dropped_mark(line[stop]), (line, line[first:stop])
+            extended += stop > last + 1
+            checked += 1
+    ends_of = uncased_tokenizer.tokenize_with_offsets(tf.constant(["Cafe\u0301 au"]))[2]
+    assert ends_of[0].numpy().tolist() == [6, 9]  # "Cafe" + U+0301 is 6 bytes
+    print(f"{checked} tokens, {extended} ends moved past marks", file=sys.stderr)
+    assert checked > 100000 and extended > 100, (checked, extended)
+
+
 @pytest.mark.parametrize("casing", ["uncased", "cased"])
 def test_every_code_point_between_letters(casing, ref, uncased_vocab_path, cased_vocab_path):
     """Every code point as "x<c>y": its class (space, punctuation, CJK, control, mark),

@@ -7,10 +7,6 @@ that map a predicted span back to the original text.
 
 from __future__ import annotations
 
-import functools
-import sys
-import unicodedata
-
 import keras
 import tensorflow as tf
 
@@ -23,22 +19,6 @@ TOKEN_CHAR_END = "token_char_end"
 TOKEN_IS_MAX_CONTEXT = "token_is_max_context"
 START_POSITIONS = "start_positions"
 END_POSITIONS = "end_positions"
-
-
-@functools.lru_cache(maxsize=1)
-def _nonspacing_mark_boundaries() -> tuple[int, ...]:
-    """Sorted `[lo0, hi0 + 1, lo1, hi1 + 1, ...]` of the code point ranges of category Mn.
-
-    Python's `unicodedata`, the tables the tokenizer's accent stripping follows.
-    """
-    boundaries: list[int] = []
-    inside = False
-    for cp in range(sys.maxunicode + 2):
-        is_mark = cp <= sys.maxunicode and unicodedata.category(chr(cp)) == "Mn"
-        if is_mark != inside:
-            boundaries.append(cp)
-            inside = is_mark
-    return tuple(boundaries)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -58,8 +38,9 @@ class SquadPreprocessor(keras.layers.Layer):
     offsets), so `context[token_char_start[i]:token_char_end[j]]` is the exact text
     of the span `i..j`, whitespace, accents, CJK and emoji included. For uncased
     tokenizers, which drop combining marks, a token's end also covers the combining
-    marks (Unicode category Mn) right after it, so "é" written as "e" + U+0301 or
-    "❤️" (with U+FE0F) comes back whole.
+    marks (Unicode category Mn) right after it (`BertTokenizer.tokenize_with_offsets`
+    gives them to the token before), so "é" written as "e" + U+0301 or "❤️" (with
+    U+FE0F) comes back whole.
 
     Args:
         tokenizer: `keras_bert_zoo.text.BertTokenizer`.
@@ -133,30 +114,16 @@ class SquadPreprocessor(keras.layers.Layer):
                 f"question of max_query_length={max_query_length} tokens and 3 special "
                 "tokens"
             )
-        for name, value in (("[CLS]", tokenizer.cls_token_id), ("[SEP]", tokenizer.sep_token_id)):
-            if value is None:
-                raise ValueError(f"The tokenizer's vocabulary has no {name} token")
+        if tokenizer.has_vocabulary:  # else it comes with load_assets, before the first call
+            tokenizer.packing_token_ids()
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
         self.doc_stride = doc_stride
         self.max_query_length = max_query_length
-        self._cls_id = tokenizer.cls_token_id
-        self._sep_id = tokenizer.sep_token_id
-        self._pad_id = 0 if tokenizer.pad_token_id is None else tokenizer.pad_token_id
-        self._mark_boundaries = None
         # No weights: nothing for build() to create.
         self.built = True
 
     # === Layers ===
-
-    def _is_nonspacing_mark(self, codepoints):
-        if self._mark_boundaries is None:
-            with tf.init_scope():
-                self._mark_boundaries = tf.constant(_nonspacing_mark_boundaries(), tf.int32)
-        index = tf.searchsorted(
-            self._mark_boundaries[tf.newaxis], codepoints[tf.newaxis], side="right"
-        )[0]
-        return tf.equal(index % 2, 1)
 
     def _char_offsets(self, context, byte_starts, byte_ends):
         """Token byte offsets -> character (code point) offsets, flat int64 per token.
@@ -164,7 +131,7 @@ class SquadPreprocessor(keras.layers.Layer):
         All rows share one sorted axis (each row's bytes follow the previous row's),
         so one `searchsorted` maps the whole batch.
         """
-        codepoints, char_bytes = tf.strings.unicode_decode_with_offsets(
+        _, char_bytes = tf.strings.unicode_decode_with_offsets(
             context, "UTF-8", errors="replace", replacement_char=0xFFFD
         )
         byte_lengths = tf.cast(tf.strings.length(context), tf.int64)
@@ -175,7 +142,6 @@ class SquadPreprocessor(keras.layers.Layer):
         token_rows = byte_starts.value_rowids()
         token_base = tf.gather(row_byte_base, token_rows)
         char_row_start = tf.gather(char_bytes.row_starts(), token_rows)
-        char_row_limit = tf.gather(char_bytes.row_limits(), token_rows)
 
         def to_char(byte_offsets):
             index = tf.searchsorted(
@@ -185,15 +151,6 @@ class SquadPreprocessor(keras.layers.Layer):
 
         global_start = to_char(byte_starts.flat_values)
         global_end = to_char(byte_ends.flat_values)
-        if self.tokenizer.lowercase:
-            # Uncased tokenization drops combining marks, and with them the offsets of
-            # a mark that ends a token; give those marks back to the token before.
-            flat_codepoints = codepoints.flat_values
-            positions = tf.range(tf.size(flat_codepoints, out_type=tf.int64), dtype=tf.int64)
-            not_marks = tf.boolean_mask(positions, ~self._is_nonspacing_mark(flat_codepoints))
-            not_marks = tf.concat([not_marks, tf.size(positions, out_type=tf.int64)[None]], 0)
-            next_index = tf.searchsorted(not_marks[tf.newaxis], global_end[tf.newaxis])[0]
-            global_end = tf.minimum(tf.gather(not_marks, next_index), char_row_limit)
         return global_start - char_row_start, global_end - char_row_start
 
     def call(self, inputs):
@@ -206,6 +163,7 @@ class SquadPreprocessor(keras.layers.Layer):
                 raise ValueError(f"SquadPreprocessor: `{name}` must be a [batch] string tensor")
         with_answers = "answer_start" in inputs
         seq_length = self.max_seq_length
+        cls_id, sep_id, pad_id = self.tokenizer.packing_token_ids()
 
         # === Tokens ===
         # One tokenizer call for questions and contexts: half the graph, and one pass.
@@ -278,15 +236,15 @@ class SquadPreprocessor(keras.layers.Layer):
             [
                 tf.cast(window_questions.flat_values, tf.int64),
                 tf.cast(tf.gather(context_ids.flat_values, entry_token), tf.int64),
-                tf.fill(tf.shape(windows), tf.constant(self._cls_id, tf.int64)),
-                tf.fill(tf.shape(windows), tf.constant(self._sep_id, tf.int64)),
-                tf.fill(tf.shape(windows), tf.constant(self._sep_id, tf.int64)),
+                tf.fill(tf.shape(windows), tf.constant(cls_id, tf.int64)),
+                tf.fill(tf.shape(windows), tf.constant(sep_id, tf.int64)),
+                tf.fill(tf.shape(windows), tf.constant(sep_id, tf.int64)),
             ],
             axis=0,
         )
         dense_shape = tf.stack([num_windows_total, tf.constant(seq_length, tf.int64)])
         word_ids = tf.tensor_scatter_nd_update(
-            tf.fill(dense_shape, tf.constant(self._pad_id, tf.int64)),
+            tf.fill(dense_shape, tf.constant(pad_id, tf.int64)),
             tf.stack([slot_window, slot_position], axis=1),
             slot_id,
         )

@@ -1,0 +1,547 @@
+"""BERT's optimizers and learning-rate schedules, from flags or Python.
+
+What is Keras' own and what is ours, and why:
+
+- AdamW: `keras.optimizers.AdamW` (decoupled weight decay, bias-corrected moments)
+  with BERT's `epsilon=1e-6`. Keras matches `exclude_from_weight_decay(var_names=...)`
+  against a variable's short name (`gamma`, `bias`), which cannot tell a LayerNorm
+  `beta` from anything else; our subclass only resolves the exclusion patterns against
+  the variable *path* (`transformer_layer_0/attention_layer_norm/gamma`) when it is
+  built, and hands Keras the resulting variable list. The update is Keras'.
+  google-research/bert's `AdamWeightDecayOptimizer` skips the bias correction; every
+  current implementation (Keras, Model Garden, Hugging Face) applies it, and so do we.
+- LAMB: ours. `keras.optimizers.Lamb` applies the trust ratio to every variable and
+  decays weights outside it; BERT's LAMB (You et al. 2019, as in TF Addons and Model
+  Garden) adds the decay to the update *before* the trust ratio and exempts LayerNorm
+  and bias variables from both the decay and the layer adaptation.
+- Schedules: `WarmupPolynomialDecay` is ours (no Keras schedule has linear warmup then
+  polynomial decay); warmup + cosine is `keras.optimizers.schedules.CosineDecay`.
+- Clipping by global norm: Keras' `global_clipnorm`. The training loop all-reduces the
+  gradients before it calls the optimizer, so the norm Keras clips by is the norm of
+  the global gradient (see `keras_bert_zoo.training.trainer`).
+- Gradient accumulation and dynamic loss scaling happen in the training step
+  (`Trainer(gradient_accumulation_steps=...)`, and a `keras.optimizers.
+  LossScaleOptimizer` whose scale the step drives): under a tf.distribute strategy
+  Keras' `gradient_accumulation_steps` fails ("merge_call called while defining a new
+  graph", keras-team/keras #20582) and counts schedule steps in micro-batches, and
+  `LossScaleOptimizer.apply` checks only the local replica's gradients for inf/NaN.
+
+Example:
+
+```python
+import keras
+from keras_bert_zoo import BertConfig
+from keras_bert_zoo.models import BertClassifier, BertEncoder
+from keras_bert_zoo.training import optimization
+
+config = optimization.OptimizerConfig(
+    optimizer="adamw", learning_rate=2e-5, warmup_steps=100, weight_decay=0.01
+)
+optimizer = optimization.create_optimizer(config, num_train_steps=1000)
+encoder = BertEncoder.from_bert_config(BertConfig.from_preset("bert_tiny_uncased"))
+model = BertClassifier(encoder, num_classes=2)
+model.compile(
+    optimizer=optimizer,
+    loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+)
+print(float(optimizer.learning_rate))  # 0.0 at step 0, 2e-5 at step 100, then decays
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+
+import keras
+from keras import ops
+
+# LayerNorm and bias variables are neither decayed nor layer-adapted (google-research/
+# bert `exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"]`). Patterns are
+# regular expressions searched in a variable's path.
+DEFAULT_WEIGHT_DECAY_EXCLUSIONS = ("LayerNorm", "layer_norm", "bias")
+# Added by `exclude_embeddings_from_weight_decay=True`: the word, position and segment
+# tables of `BertEmbeddings` (and of Hugging Face style names).
+EMBEDDING_PATTERNS = ("word_embeddings", "position_embeddings", "token_type_embeddings")
+
+OPTIMIZERS = ("adamw", "lamb")
+SCHEDULES = ("linear", "cosine", "constant")
+
+
+def _compile_patterns(patterns: Sequence[str] | None) -> re.Pattern | None:
+    patterns = tuple(patterns or ())
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise ValueError(f"Invalid exclusion pattern {pattern!r}: {error}") from error
+    return re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
+
+
+def _variable_path(variable) -> str:
+    return getattr(variable, "path", None) or variable.name
+
+
+def matches_any(variable, patterns: Sequence[str] | None) -> bool:
+    """Whether one of the regular expressions `patterns` occurs in `variable`'s path."""
+    compiled = _compile_patterns(patterns)
+    return compiled is not None and compiled.search(_variable_path(variable)) is not None
+
+
+# === Optimizers ===
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class AdamW(keras.optimizers.AdamW):
+    """Keras' AdamW, excluding variables from weight decay by their path.
+
+    Args:
+        learning_rate: float or `LearningRateSchedule`.
+        weight_decay: float. Decoupled decay rate (0.01 in BERT).
+        beta_1: float. First-moment decay.
+        beta_2: float. Second-moment decay.
+        epsilon: float. 1e-6 as in BERT (Keras' default is 1e-7).
+        weight_decay_exclusions: regular expressions; a variable whose path contains a
+            match is not decayed. Defaults to LayerNorm and bias variables.
+        **kwargs: other `keras.optimizers.Optimizer` arguments (`global_clipnorm`, ...).
+
+    Example:
+
+    ```python
+    optimizer = AdamW(learning_rate=1e-4, weight_decay=0.01, global_clipnorm=1.0)
+    ```
+    """
+
+    def __init__(
+        self,
+        learning_rate=0.001,
+        weight_decay=0.01,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-6,
+        weight_decay_exclusions=DEFAULT_WEIGHT_DECAY_EXCLUSIONS,
+        name="adamw",
+        **kwargs,
+    ):
+        super().__init__(
+            learning_rate=learning_rate,
+            weight_decay=weight_decay,
+            beta_1=beta_1,
+            beta_2=beta_2,
+            epsilon=epsilon,
+            name=name,
+            **kwargs,
+        )
+        self.weight_decay_exclusions = tuple(weight_decay_exclusions or ())
+        _compile_patterns(self.weight_decay_exclusions)
+
+    def build(self, var_list):
+        if self.built:
+            return
+        # Keras' own name patterns see only `gamma`/`beta`/`bias`; resolve ours on the
+        # paths and hand Keras the variables themselves.
+        self.exclude_from_weight_decay(
+            var_list=[v for v in var_list if matches_any(v, self.weight_decay_exclusions)]
+        )
+        super().build(var_list)
+
+    def get_config(self):
+        config = super().get_config()
+        config["weight_decay_exclusions"] = list(self.weight_decay_exclusions)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class Lamb(keras.optimizers.Lamb):
+    """LAMB as BERT uses it (You et al., 2019; TF Addons / Model Garden `LAMB`).
+
+    For each variable `w` with gradient `g` at step `t`:
+
+    ```
+    m = beta_1 * m + (1 - beta_1) * g
+    v = beta_2 * v + (1 - beta_2) * g**2
+    update = (m / (1 - beta_1**t)) / (sqrt(v / (1 - beta_2**t)) + epsilon)
+    update += weight_decay * w                       unless w is excluded from decay
+    ratio = ||w|| / ||update|| (1 if either is 0)    unless w is excluded from adaptation
+    w -= learning_rate * ratio * update
+    ```
+
+    Args:
+        learning_rate: float or `LearningRateSchedule`.
+        weight_decay: float. Decay rate added to the update (0.01 in BERT).
+        beta_1: float.
+        beta_2: float.
+        epsilon: float. 1e-6 as in BERT.
+        weight_decay_exclusions: regular expressions on variable paths; matches are not
+            decayed. Defaults to LayerNorm and bias variables.
+        layer_adaptation_exclusions: regular expressions on variable paths; matches get
+            no trust ratio (ratio 1). None takes `weight_decay_exclusions`, as in BERT.
+        **kwargs: other `keras.optimizers.Optimizer` arguments (`global_clipnorm`, ...).
+
+    Example:
+
+    ```python
+    optimizer = Lamb(learning_rate=1e-3, weight_decay=0.01)
+    ```
+    """
+
+    def __init__(
+        self,
+        learning_rate=0.001,
+        weight_decay=0.01,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-6,
+        weight_decay_exclusions=DEFAULT_WEIGHT_DECAY_EXCLUSIONS,
+        layer_adaptation_exclusions=None,
+        name="lamb",
+        **kwargs,
+    ):
+        # Keras' decoupled decay (applied outside the trust ratio) stays off; the decay
+        # is part of the update below.
+        super().__init__(
+            learning_rate=learning_rate,
+            beta_1=beta_1,
+            beta_2=beta_2,
+            epsilon=epsilon,
+            weight_decay=None,
+            name=name,
+            **kwargs,
+        )
+        self.weight_decay_rate = float(weight_decay or 0.0)
+        self.weight_decay_exclusions = tuple(weight_decay_exclusions or ())
+        self.layer_adaptation_exclusions = (
+            None if layer_adaptation_exclusions is None else tuple(layer_adaptation_exclusions)
+        )
+        _compile_patterns(self.weight_decay_exclusions)
+        _compile_patterns(self.layer_adaptation_exclusions)
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        adaptation_exclusions = (
+            self.weight_decay_exclusions
+            if self.layer_adaptation_exclusions is None
+            else self.layer_adaptation_exclusions
+        )
+        # Indexed like the slots; `update_step` receives per-device tf.Variables under a
+        # strategy, which have no Keras path to match against.
+        self._decays = [
+            self.weight_decay_rate > 0 and not matches_any(v, self.weight_decay_exclusions)
+            for v in var_list
+        ]
+        self._adapts = [not matches_any(v, adaptation_exclusions) for v in var_list]
+
+    def update_step(self, gradient, variable, learning_rate):
+        index = self._get_variable_index(variable)
+        dtype = variable.dtype
+        lr = ops.cast(learning_rate, dtype)
+        gradient = ops.cast(gradient, dtype)
+        local_step = ops.cast(self.iterations + 1, dtype)
+        beta_1_power = ops.power(ops.cast(self.beta_1, dtype), local_step)
+        beta_2_power = ops.power(ops.cast(self.beta_2, dtype), local_step)
+
+        m = self._momentums[index]
+        v = self._velocities[index]
+        self.assign_add(m, ops.multiply(ops.subtract(gradient, m), 1 - self.beta_1))
+        self.assign_add(v, ops.multiply(ops.subtract(ops.square(gradient), v), 1 - self.beta_2))
+
+        m_hat = ops.divide(m, 1.0 - beta_1_power)
+        v_hat = ops.divide(v, 1.0 - beta_2_power)
+        update = ops.divide(m_hat, ops.add(ops.sqrt(v_hat), self.epsilon))
+        if self._decays[index]:
+            update = ops.add(
+                update, ops.multiply(ops.cast(self.weight_decay_rate, dtype), variable)
+            )
+        if self._adapts[index]:
+            weight_norm = ops.sqrt(ops.sum(ops.square(variable)))
+            update_norm = ops.sqrt(ops.sum(ops.square(update)))
+            ratio = ops.where(
+                ops.greater(weight_norm, 0),
+                ops.where(ops.greater(update_norm, 0), weight_norm / update_norm, 1.0),
+                1.0,
+            )
+            update = ops.multiply(ratio, update)
+        self.assign_sub(variable, ops.multiply(lr, update))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "weight_decay": self.weight_decay_rate,
+                "weight_decay_exclusions": list(self.weight_decay_exclusions),
+                "layer_adaptation_exclusions": (
+                    None
+                    if self.layer_adaptation_exclusions is None
+                    else list(self.layer_adaptation_exclusions)
+                ),
+            }
+        )
+        return config
+
+
+# === Schedules ===
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup from 0 to `peak_learning_rate`, then polynomial decay to a floor.
+
+    ```
+    step < warmup_steps:  lr = peak * step / warmup_steps
+    otherwise:            lr = (peak - end) * (1 - p)**power + end,
+                          p = min(step - warmup_steps, decay_steps) / decay_steps
+    ```
+
+    with `decay_steps = total_steps - warmup_steps`: the decay starts where the warmup
+    ends, so the rate is continuous. With `decay_from_step_zero=True` it is exactly
+    google-research/bert's `create_optimizer` instead: `p = min(step, total_steps) /
+    total_steps` (the warmup overrides the first steps, so after the warmup the rate
+    drops to `peak * (1 - warmup_steps / total_steps)`).
+
+    Args:
+        peak_learning_rate: float. Rate at the end of the warmup.
+        total_steps: int. Optimizer steps of the whole run.
+        warmup_steps: int. Length of the linear warmup (0 for none).
+        end_learning_rate: float. Floor reached at `total_steps` and kept after it.
+        power: float. 1.0 decays linearly.
+        decay_from_step_zero: bool. google-research/bert's variant (see above).
+        name: str.
+
+    Example:
+
+    ```python
+    schedule = WarmupPolynomialDecay(1e-4, total_steps=1_000_000, warmup_steps=10_000)
+    float(schedule(5_000))  # 5e-05
+    ```
+    """
+
+    def __init__(
+        self,
+        peak_learning_rate,
+        total_steps,
+        warmup_steps=0,
+        end_learning_rate=0.0,
+        power=1.0,
+        decay_from_step_zero=False,
+        name="WarmupPolynomialDecay",
+    ):
+        super().__init__()
+        if total_steps <= 0:
+            raise ValueError(f"total_steps must be positive, got {total_steps}")
+        if not 0 <= warmup_steps <= total_steps:
+            raise ValueError(
+                f"warmup_steps must be in [0, total_steps={total_steps}], got {warmup_steps}"
+            )
+        self.peak_learning_rate = float(peak_learning_rate)
+        self.total_steps = int(total_steps)
+        self.warmup_steps = int(warmup_steps)
+        self.end_learning_rate = float(end_learning_rate)
+        self.power = float(power)
+        self.decay_from_step_zero = bool(decay_from_step_zero)
+        self.name = name
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        peak = ops.cast(self.peak_learning_rate, "float32")
+        end = ops.cast(self.end_learning_rate, "float32")
+        if self.decay_from_step_zero:
+            decay_start, decay_steps = 0.0, float(self.total_steps)
+        else:
+            decay_start = float(self.warmup_steps)
+            decay_steps = float(max(self.total_steps - self.warmup_steps, 1))
+        progress = ops.minimum(ops.maximum(step - decay_start, 0.0), decay_steps) / decay_steps
+        decayed = (peak - end) * ops.power(1.0 - progress, self.power) + end
+        if self.warmup_steps == 0:
+            return decayed
+        warmup = peak * step / float(self.warmup_steps)
+        return ops.where(step < float(self.warmup_steps), warmup, decayed)
+
+    def get_config(self):
+        return {
+            "peak_learning_rate": self.peak_learning_rate,
+            "total_steps": self.total_steps,
+            "warmup_steps": self.warmup_steps,
+            "end_learning_rate": self.end_learning_rate,
+            "power": self.power,
+            "decay_from_step_zero": self.decay_from_step_zero,
+            "name": self.name,
+        }
+
+
+def create_learning_rate_schedule(
+    schedule: str,
+    peak_learning_rate: float,
+    total_steps: int,
+    warmup_steps: int = 0,
+    end_learning_rate: float = 0.0,
+    power: float = 1.0,
+    decay_from_step_zero: bool = False,
+) -> keras.optimizers.schedules.LearningRateSchedule:
+    """The learning-rate schedule named `schedule`.
+
+    Args:
+        schedule: `"linear"` (linear warmup, then polynomial decay with `power`; 1.0 is
+            linear), `"cosine"` (linear warmup, then cosine decay) or `"constant"`
+            (linear warmup, then `peak_learning_rate`).
+        peak_learning_rate: float. Rate reached at the end of the warmup.
+        total_steps: int. Optimizer steps of the run (warmup included).
+        warmup_steps: int.
+        end_learning_rate: float. Floor at the end of the decay.
+        power: float. Exponent of the polynomial decay.
+        decay_from_step_zero: bool. google-research/bert's linear variant (see
+            `WarmupPolynomialDecay`).
+
+    Returns:
+        A Keras `LearningRateSchedule` called with the optimizer's step.
+    """
+    if schedule == "linear":
+        return WarmupPolynomialDecay(
+            peak_learning_rate,
+            total_steps,
+            warmup_steps,
+            end_learning_rate,
+            power,
+            decay_from_step_zero=decay_from_step_zero,
+        )
+    if schedule == "constant":
+        return WarmupPolynomialDecay(
+            peak_learning_rate, total_steps, warmup_steps, end_learning_rate=peak_learning_rate
+        )
+    if schedule == "cosine":
+        if not 0 <= warmup_steps < total_steps:
+            raise ValueError(
+                f"warmup_steps must be in [0, total_steps={total_steps}), got {warmup_steps}"
+            )
+        alpha = end_learning_rate / peak_learning_rate if peak_learning_rate else 0.0
+        if warmup_steps == 0:
+            return keras.optimizers.schedules.CosineDecay(
+                peak_learning_rate, decay_steps=total_steps, alpha=alpha
+            )
+        return keras.optimizers.schedules.CosineDecay(
+            0.0,
+            decay_steps=total_steps - warmup_steps,
+            alpha=alpha,
+            warmup_target=peak_learning_rate,
+            warmup_steps=warmup_steps,
+        )
+    raise ValueError(f"Unknown learning-rate schedule {schedule!r}; choose one of {SCHEDULES}")
+
+
+# === From a config ===
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerConfig:
+    """Everything `create_optimizer` needs; `flags.optimizer_config()` fills it from flags.
+
+    Attributes:
+        optimizer: `"adamw"` or `"lamb"`.
+        learning_rate: peak learning rate.
+        schedule: `"linear"`, `"cosine"` or `"constant"` (see
+            `create_learning_rate_schedule`).
+        warmup_steps: linear warmup length in optimizer steps. When None,
+            `warmup_proportion` of the run's steps.
+        warmup_proportion: fraction of the run used for warmup when `warmup_steps` is
+            None (0.1 in BERT fine-tuning).
+        end_learning_rate: floor of the decay.
+        decay_power: exponent of the `"linear"` schedule's polynomial decay.
+        decay_from_step_zero: google-research/bert's exact linear schedule.
+        weight_decay: decay rate (0.01 in BERT; 0 disables).
+        weight_decay_exclusions: regular expressions on variable paths exempt from the
+            decay (and from LAMB's layer adaptation).
+        exclude_embeddings_from_weight_decay: also exempt the embedding tables.
+        beta_1, beta_2, epsilon: Adam/LAMB moments and epsilon (1e-6 as in BERT).
+        clip_norm: clip gradients to this global norm (1.0 in BERT); None or 0 disables.
+        loss_scale: wrap in a dynamic `keras.optimizers.LossScaleOptimizer`. None turns it
+            on when the global dtype policy is `mixed_float16`.
+    """
+
+    optimizer: str = "adamw"
+    learning_rate: float = 1e-4
+    schedule: str = "linear"
+    warmup_steps: int | None = None
+    warmup_proportion: float = 0.0
+    end_learning_rate: float = 0.0
+    decay_power: float = 1.0
+    decay_from_step_zero: bool = False
+    weight_decay: float = 0.01
+    weight_decay_exclusions: tuple[str, ...] = DEFAULT_WEIGHT_DECAY_EXCLUSIONS
+    exclude_embeddings_from_weight_decay: bool = False
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    epsilon: float = 1e-6
+    clip_norm: float | None = 1.0
+    loss_scale: bool | None = None
+
+    def __post_init__(self):
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+        if not 0.0 <= self.warmup_proportion < 1.0:
+            raise ValueError(f"warmup_proportion must be in [0, 1), got {self.warmup_proportion}")
+        if self.warmup_steps is not None and self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
+        if self.weight_decay < 0:
+            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
+        if self.clip_norm is not None and self.clip_norm < 0:
+            raise ValueError(f"clip_norm must be >= 0, got {self.clip_norm}")
+
+    def resolved_warmup_steps(self, total_steps: int) -> int:
+        if self.warmup_steps is not None:
+            return int(self.warmup_steps)
+        return int(total_steps * self.warmup_proportion)
+
+    def exclusions(self) -> tuple[str, ...]:
+        patterns = tuple(self.weight_decay_exclusions)
+        if self.exclude_embeddings_from_weight_decay:
+            patterns += EMBEDDING_PATTERNS
+        return patterns
+
+
+def create_optimizer(config: OptimizerConfig, num_train_steps: int) -> keras.optimizers.Optimizer:
+    """The optimizer `config` describes, with its learning-rate schedule.
+
+    Call it inside the strategy scope the model is built in.
+
+    Args:
+        config: an `OptimizerConfig`.
+        num_train_steps: optimizer steps of the run (after gradient accumulation: one
+            step per global batch), for the schedule.
+
+    Returns:
+        `AdamW` or `Lamb` (with `global_clipnorm`), wrapped in a
+        `keras.optimizers.LossScaleOptimizer` when loss scaling is on.
+    """
+    if num_train_steps <= 0:
+        raise ValueError(f"num_train_steps must be positive, got {num_train_steps}")
+    schedule = create_learning_rate_schedule(
+        config.schedule,
+        config.learning_rate,
+        num_train_steps,
+        warmup_steps=config.resolved_warmup_steps(num_train_steps),
+        end_learning_rate=config.end_learning_rate,
+        power=config.decay_power,
+        decay_from_step_zero=config.decay_from_step_zero,
+    )
+    common = dict(
+        learning_rate=schedule,
+        weight_decay=config.weight_decay,
+        beta_1=config.beta_1,
+        beta_2=config.beta_2,
+        epsilon=config.epsilon,
+        weight_decay_exclusions=config.exclusions(),
+        global_clipnorm=config.clip_norm or None,
+    )
+    optimizer = AdamW(**common) if config.optimizer == "adamw" else Lamb(**common)
+    loss_scale = config.loss_scale
+    if loss_scale is None:
+        loss_scale = keras.config.dtype_policy().name == "mixed_float16"
+    if loss_scale:
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer

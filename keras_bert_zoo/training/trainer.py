@@ -1,0 +1,841 @@
+"""`Trainer`: the one training loop of every binary (pretraining and every task).
+
+Why a loop of our own rather than `model.fit` (checked on Keras 3.15 / TF 2.21, see
+`distribute.py` for the evidence): `fit` fails under `MultiWorkerMirroredStrategy`
+(keras-team/keras #20585), turns XLA off under any strategy, hands the optimizer
+per-replica gradients (so `global_clipnorm` clips each replica's gradient, and
+`LossScaleOptimizer` checks only the local replica for inf/NaN), its
+`gradient_accumulation_steps` fails under `MirroredStrategy` (#20582) and feeds the
+schedule micro-steps, and `BackupAndRestore` resumes only at epoch starts, with no
+input position and no dropout RNG state. The loop below is one path for every
+strategy, and uses Keras for everything else: the model's `compute_loss` and metrics,
+Keras optimizers and schedules, `LossScaleOptimizer`'s scale variables, the progress bar.
+
+One training step, in each replica (`strategy.run`):
+
+1. `compute_gradients`: forward and backward pass on each of the
+   `gradient_accumulation_steps` micro-batches of this replica's batch (a
+   `tf.while_loop`), gradients summed in local tensors. This is the part XLA compiles
+   (`jit_compile=True`), also under multi-replica strategies. A faster forward pass
+   (padding-free, packed, bf16) plugs in here through `loss_fn` or the model itself;
+   nothing else in the loop depends on it.
+2. One all-reduce of the loss and every gradient (summed: like Keras' compiled losses,
+   each replica's loss is its share of the global mean).
+3. Global norm (reported), unscaling and the inf/NaN check on the *global* gradient.
+4. The optimizer update (`optimizer.apply`, whose `global_clipnorm` now sees the global
+   gradient); with a `LossScaleOptimizer`, only for finite gradients, and the loss scale
+   grows or shrinks exactly as Keras' would. On one device XLA compiles steps 1-4.
+
+`steps_per_loop` steps run in one `tf.function` (a `tf.while_loop`), then the host logs
+progress (steps/s, sequences/s, ETA, loss), writes TensorBoard summaries, checkpoints,
+evaluates and exports the best model.
+
+Exact resume: a checkpoint (see `checkpointing.py`) holds every model variable with
+the dropout seed generators' states, every optimizer variable (step, slots, so the
+learning-rate position; the loss scale), the global step, and the input position:
+with `input_state="iterator"` each worker's plain `tf.data` iterator state (tf.distribute
+iterators cannot be checkpointed, so the loop feeds replicas from plain iterators,
+one input pipeline per worker, like `distribute_datasets_from_function`); with
+`input_state="skip"` nothing, and on resume the rebuilt pipeline skips the batches the
+restored steps consumed (for deterministic pipelines whose buffers are too big to save,
+such as a `cache()`d fine-tuning set). The same command, rerun after a SIGKILL at any
+point, ends with bitwise the same weights as an uninterrupted run (tested on CPU, with
+and without XLA).
+
+A non-finite loss (or, without loss scaling, a non-finite gradient norm) stops training
+with `NonFiniteLossError` naming the first bad step; no checkpoint is written after it,
+so the newest one on disk is the last good state.
+
+Example:
+
+```python
+import keras
+from keras_bert_zoo import tasks
+from keras_bert_zoo.training import distribute, optimization
+from keras_bert_zoo.training.trainer import Trainer
+
+strategy = distribute.get_strategy("one_device")
+with strategy.scope():
+    model = task.build_model(encoder)
+    optimizer = optimization.create_optimizer(
+        optimization.OptimizerConfig(learning_rate=2e-5, warmup_proportion=0.1), 1000
+    )
+    model.compile(optimizer=optimizer, loss=task.loss(), metrics=task.metrics())
+trainer = Trainer(model, strategy=strategy, model_dir="/tmp/mrpc", steps_per_loop=50,
+                  checkpoint_every=200)
+result = trainer.train(
+    tasks.training_dataset_fn(task, train_examples, preprocessor, 32, seed=1),
+    num_steps=1000,
+    eval_fn=lambda model: task.evaluate(
+        tasks.predict(task, model, dev_examples, preprocessor), dev_examples),
+    eval_every=200,
+    best_metric="f1",
+    input_state="skip",
+    init_checkpoint="uncased_L-12_H-768_A-12",
+)
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import logging
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.framework import summary_pb2
+
+from keras_bert_zoo.training import distribute
+from keras_bert_zoo.training.checkpointing import CheckpointManager
+from keras_bert_zoo.utils.atomic import atomic_directory, write_json_atomically
+
+logger = logging.getLogger(__name__)
+
+INPUT_STATES = ("iterator", "skip")
+PROGRESS_MODES = ("auto", "bar", "log", "none")
+
+
+class NonFiniteLossError(RuntimeError):
+    """Training produced a NaN or Inf loss (or gradient norm); the message names the step."""
+
+
+@dataclasses.dataclass
+class TrainingResult:
+    """What `Trainer.train` returns.
+
+    Attributes:
+        step: the global step reached.
+        restored_step: the step the run resumed from, or None for a fresh start.
+        losses: the loss of every step this call ran, in order (`float32`).
+        learning_rates: the learning rate of each of those steps.
+        gradient_norms: the global gradient norm of each of those steps.
+        history: one dict per logged loop (step, loss, metrics, speed).
+        eval_history: `(step, metrics)` for every evaluation.
+        best_step, best_value: the best evaluation of `best_metric` so far (this run or
+            an earlier one of the same `model_dir`).
+    """
+
+    step: int
+    restored_step: int | None
+    losses: np.ndarray
+    learning_rates: np.ndarray
+    gradient_norms: np.ndarray
+    history: list[dict]
+    eval_history: list[tuple[int, dict]]
+    best_step: int | None = None
+    best_value: float | None = None
+
+
+def default_loss_fn(model, x, y, sample_weight):
+    """`(loss, y_pred)` of one micro-batch: the model's forward pass and `compute_loss`.
+
+    Replace it (`Trainer(loss_fn=...)`) to train through another forward pass; the loss
+    must follow Keras' convention (under a strategy, this replica's share of the mean).
+    """
+    y_pred = model(x, training=True)
+    loss = model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
+    return loss, y_pred
+
+
+def _already_reduced(grads_and_vars):
+    return list(grads_and_vars)
+
+
+def _write_scalar(name: str, value: float, step: int):
+    # What `tf.summary.scalar` writes, without the `tensorboard` package it needs (the
+    # tensorflow 2.21 wheel does not depend on it): TensorBoard's scalars plugin reads
+    # these events as its own.
+    tf.summary.write(
+        name,
+        tf.constant(value, tf.float32),
+        step=step,
+        metadata=summary_pb2.SummaryMetadata(
+            plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
+        ),
+    )
+
+
+def _format_eta(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    return str(datetime.timedelta(seconds=int(seconds)))
+
+
+def _first_leaf(structure):
+    return tf.nest.flatten(structure)[0]
+
+
+def _uses_float16(model) -> bool:
+    return any(
+        getattr(layer, "compute_dtype", None) == "float16" for layer in model._flatten_layers()
+    )
+
+
+class Trainer:
+    """Trains a compiled Keras model under any strategy, resumable to the step.
+
+    Args:
+        model: a compiled Keras model (built and compiled in `strategy.scope()`), whose
+            `compute_loss` works: a compiled loss, or an override such as
+            `BertPretrainer`'s. Its optimizer must not use Keras'
+            `gradient_accumulation_steps` (use this class's).
+        model_dir: where checkpoints (`checkpoints/`), TensorBoard summaries (`train/`,
+            `eval/`) and the best export (`best/`) go.
+        strategy: the `tf.distribute.Strategy` the model was built in (default: the
+            current one).
+        gradient_accumulation_steps: micro-batches per optimizer step. Each replica's
+            batch is split into this many equal parts, so the global batch size stays
+            the batch of one optimizer step.
+        jit_compile: compile the step with XLA (see the module docstring for which part).
+        steps_per_loop: steps per `tf.function` call; progress, summaries and the NaN
+            check happen between loops.
+        checkpoint_every: steps between checkpoints (0: only at the end).
+        keep_checkpoints: how many checkpoints to keep.
+        progress: `"bar"` (Keras progress bar), `"log"` (one absl/logging line per loop),
+            `"none"`, or `"auto"` (a bar on a terminal, else log lines).
+        loss_fn: `f(model, x, y, sample_weight) -> (loss, y_pred)` for one micro-batch;
+            `default_loss_fn` calls the model and its `compute_loss`.
+    """
+
+    def __init__(
+        self,
+        model: keras.Model,
+        *,
+        model_dir: str,
+        strategy: tf.distribute.Strategy | None = None,
+        gradient_accumulation_steps: int = 1,
+        jit_compile: bool = False,
+        steps_per_loop: int = 100,
+        checkpoint_every: int = 1000,
+        keep_checkpoints: int = 3,
+        progress: str = "auto",
+        loss_fn: Callable | None = None,
+    ):
+        if getattr(model, "optimizer", None) is None:
+            raise ValueError(
+                f"Compile {model.name!r} with an optimizer (and its loss) before training it"
+            )
+        if gradient_accumulation_steps < 1:
+            raise ValueError(
+                f"gradient_accumulation_steps must be >= 1, got {gradient_accumulation_steps}"
+            )
+        if steps_per_loop < 1:
+            raise ValueError(f"steps_per_loop must be >= 1, got {steps_per_loop}")
+        if checkpoint_every < 0:
+            raise ValueError(f"checkpoint_every must be >= 0, got {checkpoint_every}")
+        if progress not in PROGRESS_MODES:
+            raise ValueError(f"progress must be one of {PROGRESS_MODES}, got {progress!r}")
+        self.model = model
+        self.model_dir = os.path.abspath(model_dir)
+        self.strategy = strategy or tf.distribute.get_strategy()
+        self.gradient_accumulation_steps = int(gradient_accumulation_steps)
+        self.jit_compile = bool(jit_compile)
+        self.steps_per_loop = int(steps_per_loop)
+        self.checkpoint_every = int(checkpoint_every)
+        self.keep_checkpoints = int(keep_checkpoints)
+        if progress == "auto":
+            progress = "bar" if sys.stdout.isatty() else "log"
+        self.progress = progress
+        self.loss_fn = loss_fn or default_loss_fn
+
+        optimizer = model.optimizer
+        self.loss_scale_optimizer = None
+        if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+            self.loss_scale_optimizer = optimizer
+            optimizer = optimizer.inner_optimizer
+        self.optimizer = optimizer
+        if optimizer.gradient_accumulation_steps:
+            raise ValueError(
+                "The optimizer was created with gradient_accumulation_steps="
+                f"{optimizer.gradient_accumulation_steps}; pass it to the Trainer instead "
+                "(Keras' own fails under tf.distribute strategies, keras-team/keras #20582, "
+                "and advances the learning-rate schedule per micro-batch)"
+            )
+        if not hasattr(type(optimizer), "_all_reduce_sum_gradients"):
+            raise TypeError(
+                f"{type(optimizer).__name__} is not a Keras TensorFlow-backend optimizer "
+                "(it has no _all_reduce_sum_gradients): the loop all-reduces gradients "
+                "itself and must stop the optimizer from summing them again"
+            )
+        if self.loss_scale_optimizer is None and _uses_float16(model):
+            raise ValueError(
+                f"{model.name!r} computes in float16 but its optimizer is not a "
+                "keras.optimizers.LossScaleOptimizer: gradients would underflow. Use "
+                "optimization.create_optimizer (it wraps one under mixed_float16) or wrap "
+                "the optimizer yourself"
+            )
+
+        self.is_chief = distribute.is_chief(self.strategy)
+        self.num_workers = distribute.num_workers(self.strategy)
+        self.worker_index = distribute.worker_index(self.strategy)
+        self.num_replicas = self.strategy.num_replicas_in_sync
+        self.local_replicas = self.num_replicas // self.num_workers
+        with self.strategy.scope():
+            self.global_step = tf.Variable(
+                0,
+                dtype=tf.int64,
+                trainable=False,
+                name="global_step",
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+            )
+        self._train_loop = None
+        self._iterator = None
+        self._barrier_fn = None
+
+    # === Building ===
+
+    def _build_model(self, element_spec):
+        # What `fit` does before its first step (`_symbolic_build`): creates the
+        # compiled metrics' and losses' state and the optimizer slots, in the strategy's
+        # scope, so that checkpoints can be restored before the first step.
+        with self.strategy.scope():
+            self.model._symbolic_build(data_batch=element_spec)  # noqa: SLF001
+            if not self.model.optimizer.built:
+                self.model.optimizer.build(self.model.trainable_variables)
+
+    def _split_micro_batches(self, data):
+        steps = self.gradient_accumulation_steps
+
+        def split(tensor):
+            if tensor is None:
+                return None
+            batch = tensor.shape[0]
+            if batch is not None and batch % steps:
+                raise ValueError(
+                    f"The per-replica batch ({batch}) is not divisible by "
+                    f"gradient_accumulation_steps={steps}"
+                )
+            return tf.reshape(tensor, tf.concat([[steps, -1], tf.shape(tensor)[1:]], 0))
+
+        return tf.nest.map_structure(split, data)
+
+    def _make_compute_gradients(self):
+        model = self.model
+        variables = model.trainable_variables
+        loss_scale = self.loss_scale_optimizer
+        steps = self.gradient_accumulation_steps
+
+        def forward_backward(data):
+            x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+            with tf.GradientTape() as tape:
+                loss, y_pred = self.loss_fn(model, x, y, sample_weight)
+                loss = tf.cast(loss, tf.float32)
+                scaled = loss * loss_scale.dynamic_scale if loss_scale is not None else loss
+            gradients = tape.gradient(scaled, variables)
+            model.compute_metrics(x, y, y_pred, sample_weight)
+            # Dense: the sum across micro-batches and replicas needs one layout, and the
+            # norm of an IndexedSlices with repeated rows is not the gradient's norm.
+            return loss, [None if g is None else tf.convert_to_tensor(g) for g in gradients]
+
+        def compute_gradients(data):
+            if steps == 1:
+                return forward_backward(data)
+            micro = self._split_micro_batches(data)
+            take = lambda i: tf.nest.map_structure(  # noqa: E731
+                lambda t: None if t is None else t[i], micro
+            )
+            loss, gradients = forward_backward(take(0))
+            present = [i for i, g in enumerate(gradients) if g is not None]
+
+            def body(i, loss_sum, sums):
+                micro_loss, micro_gradients = forward_backward(take(i))
+                return (
+                    i + 1,
+                    loss_sum + micro_loss,
+                    [s + micro_gradients[j] for s, j in zip(sums, present, strict=True)],
+                )
+
+            _, loss_sum, sums = tf.while_loop(
+                lambda i, *_: i < steps,
+                body,
+                (tf.constant(1), loss, [gradients[j] for j in present]),
+            )
+            result = [None] * len(gradients)
+            for j, total in zip(present, sums, strict=True):
+                result[j] = total / steps
+            return loss_sum / steps, result
+
+        return compute_gradients
+
+    def _make_replica_step(self, whole_step_jit: bool):
+        variables = self.model.trainable_variables
+        optimizer = self.optimizer
+        loss_scale = self.loss_scale_optimizer
+        num_replicas = self.num_replicas
+        compute_gradients = self._make_compute_gradients()
+        on_tpu = isinstance(self.strategy, tf.distribute.TPUStrategy)
+        if self.jit_compile and not whole_step_jit and not on_tpu:
+            compute_gradients = tf.function(compute_gradients, jit_compile=True)
+
+        def apply_if_finite(strategy, gradients, present_variables, finite):
+            # Cross-replica context, as in Keras' LossScaleOptimizer: a `cond` whose
+            # branch reaches `merge_call` must not run in a replica context.
+            finite = strategy.experimental_local_results(finite)[0]
+
+            def apply_and_grow():
+                strategy.extended.call_for_each_replica(
+                    lambda g: optimizer.apply(g, present_variables), args=(gradients,)
+                )
+                grow = tf.equal(loss_scale.step_counter, loss_scale.dynamic_growth_steps - 1)
+                loss_scale.step_counter.assign(
+                    tf.where(
+                        grow, tf.zeros_like(loss_scale.step_counter), loss_scale.step_counter + 1
+                    )
+                )
+                loss_scale.dynamic_scale.assign(
+                    tf.where(grow, loss_scale.dynamic_scale * 2.0, loss_scale.dynamic_scale)
+                )
+                return tf.constant(True)
+
+            def shrink():
+                loss_scale.step_counter.assign(tf.zeros_like(loss_scale.step_counter))
+                loss_scale.dynamic_scale.assign(loss_scale.dynamic_scale * 0.5)
+                return tf.constant(False)
+
+            return tf.cond(finite, apply_and_grow, shrink)
+
+        def replica_step(data):
+            loss, gradients = compute_gradients(data)
+            present = [i for i, g in enumerate(gradients) if g is not None]
+            gradients = [gradients[i] for i in present]
+            present_variables = [variables[i] for i in present]
+            if num_replicas > 1:
+                reduced = tf.distribute.get_replica_context().all_reduce(
+                    tf.distribute.ReduceOp.SUM, [loss, *gradients]
+                )
+                loss, gradients = reduced[0], list(reduced[1:])
+            if loss_scale is not None:
+                scale = tf.cast(loss_scale.dynamic_scale, tf.float32)
+                gradients = [g / tf.cast(scale, g.dtype) for g in gradients]
+            gradient_norm = tf.cast(tf.linalg.global_norm(gradients), tf.float32)
+            if loss_scale is None:
+                optimizer.apply(gradients, present_variables)
+            else:
+                tf.distribute.get_replica_context().merge_call(
+                    apply_if_finite,
+                    args=(gradients, present_variables, tf.math.is_finite(gradient_norm)),
+                )
+            return {"loss": loss, "gradient_norm": gradient_norm}
+
+        if whole_step_jit:
+            return tf.function(replica_step, jit_compile=True)
+        return replica_step
+
+    def _make_train_loop(self):
+        strategy = self.strategy
+        # On one device XLA can take the whole step (the optimizer update too). Under
+        # mirrored strategies a merge_call inside a nested tf.function fails, so the
+        # all-reduce and the update stay outside it; TPU functions are compiled anyway.
+        whole_step_jit = self.jit_compile and distribute.is_single_device(strategy)
+        replica_step = self._make_replica_step(whole_step_jit=whole_step_jit)
+        optimizer = self.optimizer
+        global_step = self.global_step
+
+        def next_batch(_):
+            return next(self._iterator)
+
+        @tf.function
+        def train_loop(num_steps):
+            losses = tf.TensorArray(tf.float32, size=num_steps)
+            norms = tf.TensorArray(tf.float32, size=num_steps)
+            rates = tf.TensorArray(tf.float32, size=num_steps)
+            for i in tf.range(num_steps):
+                rates = rates.write(i, tf.cast(optimizer.learning_rate, tf.float32))
+                data = strategy.experimental_distribute_values_from_function(next_batch)
+                outputs = strategy.run(replica_step, args=(data,))
+                losses = losses.write(i, strategy.experimental_local_results(outputs["loss"])[0])
+                norms = norms.write(
+                    i, strategy.experimental_local_results(outputs["gradient_norm"])[0]
+                )
+                global_step.assign_add(1)
+            return losses.stack(), norms.stack(), rates.stack()
+
+        return train_loop
+
+    def _barrier(self):
+        if self.num_workers == 1:
+            return
+        if self._barrier_fn is None:
+            strategy = self.strategy
+
+            @tf.function
+            def barrier():
+                ones = strategy.run(lambda: tf.constant(1.0))
+                return strategy.reduce(tf.distribute.ReduceOp.SUM, ones, axis=None)
+
+            self._barrier_fn = barrier
+        self._barrier_fn()
+
+    def _agree_on_step(self, step: int) -> int:
+        """The smallest restored step over all workers (multi-worker runs)."""
+        if self.num_workers == 1:
+            return step
+        strategy = self.strategy
+        value = tf.constant([step], tf.int64)
+        per_replica = strategy.run(lambda: tf.identity(value))
+        return int(tf.reduce_min(strategy.gather(per_replica, axis=0)).numpy())
+
+    # === Input ===
+
+    def _make_iterator(self, dataset_fn, skip_batches: int):
+        context = distribute.input_context(self.strategy)
+        dataset = dataset_fn(context)
+        if not isinstance(dataset, tf.data.Dataset):
+            raise TypeError(
+                f"dataset_fn must return a tf.data.Dataset, got {type(dataset).__name__}"
+            )
+        if skip_batches:
+            dataset = dataset.skip(skip_batches)
+        return dataset, iter(dataset)
+
+    def _batch_size(self, element_spec) -> int | None:
+        x, _, _ = keras.utils.unpack_x_y_sample_weight(element_spec)
+        batch = _first_leaf(x).shape[0]
+        return None if batch is None else int(batch) * self.num_replicas
+
+    # === Checkpoints, evaluation, export ===
+
+    def _checkpoint_manager(self) -> CheckpointManager:
+        return CheckpointManager(
+            os.path.join(self.model_dir, "checkpoints"),
+            model_variables=self.model.variables,
+            optimizer_variables=self.model.optimizer.variables,
+            trainer_variables={"global_step": self.global_step},
+            max_to_keep=self.keep_checkpoints,
+            is_chief=self.is_chief,
+            worker_index=self.worker_index,
+            num_workers=self.num_workers,
+            barrier=self._barrier,
+        )
+
+    def _read_best(self) -> tuple[int | None, float | None, str | None]:
+        path = os.path.join(self.model_dir, "best", "metrics.json")
+        if not os.path.exists(path):
+            return None, None, None
+        try:
+            with open(path, encoding="utf-8") as f:
+                saved = json.load(f)
+            return int(saved["step"]), float(saved["value"]), saved.get("metric")
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            logger.warning("Ignoring unreadable %s: %s", path, error)
+            return None, None, None
+
+    def _export_best(self, export_fn, step: int, metric: str, value: float, metrics: dict):
+        if not self.is_chief:
+            return
+        with atomic_directory(os.path.join(self.model_dir, "best")) as temp:
+            export_fn(self.model, temp)
+            write_json_atomically(
+                os.path.join(temp, "metrics.json"),
+                {
+                    "step": step,
+                    "metric": metric,
+                    "value": value,
+                    "metrics": {k: float(v) for k, v in metrics.items()},
+                },
+            )
+        logger.info("Exported the best model (%s=%.6g at step %d)", metric, value, step)
+
+    # === The loop ===
+
+    def train(
+        self,
+        dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset],
+        num_steps: int,
+        *,
+        input_state: str = "iterator",
+        eval_fn: Callable[[keras.Model], Mapping[str, float]] | None = None,
+        eval_every: int = 0,
+        best_metric: str | None = None,
+        higher_is_better: bool = True,
+        init_checkpoint: str | Callable[[keras.Model], Any] | None = None,
+        export_fn: Callable[[keras.Model, str], Any] | None = None,
+        callbacks: Sequence[keras.callbacks.Callback] = (),
+        global_batch_size: int | None = None,
+    ) -> TrainingResult:
+        """Trains to `num_steps` optimizer steps, resuming from `model_dir` if it can.
+
+        Args:
+            dataset_fn: `fn(input_context) -> tf.data.Dataset` of this worker's
+                per-replica batches, `(x, y)` or `(x, y, sample_weight)` (or `x`),
+                repeated (e.g. `tasks.training_dataset_fn`). With accumulation, each
+                batch is split into the micro-batches.
+            num_steps: the step to train to (a resumed run continues from its step).
+            input_state: how the input position survives a restart: `"iterator"` saves
+                the tf.data iterator in each checkpoint, `"skip"` skips the consumed
+                batches of a rebuilt, deterministic pipeline (see the module docstring).
+            eval_fn: `fn(model) -> {metric: value}`, run on the host every `eval_every`
+                steps and at the end (on every worker; the chief writes).
+            eval_every: steps between evaluations (0: only at the end).
+            best_metric: the key of `eval_fn`'s dict whose best value is exported to
+                `model_dir/best/` (with `metrics.json`).
+            higher_is_better: direction of `best_metric`.
+            init_checkpoint: on a fresh start only (no checkpoint in `model_dir`): a
+                checkpoint directory in any layout `from_pretrained` reads, loaded into
+                the model's encoder (and the heads it holds), or `fn(model)`.
+            export_fn: `fn(model, directory)` writing the best model; the default saves
+                `model.keras` (`keras.models.load_model` reads it back).
+            callbacks: Keras callbacks; they get `on_train_begin`, `on_train_batch_end`
+                after every loop (with the logged values) and `on_train_end`.
+            global_batch_size: sequences per step, for sequences/s when the dataset's
+                batch dimension is not static.
+
+        Returns:
+            A `TrainingResult`.
+
+        Raises:
+            NonFiniteLossError: a NaN or Inf loss; the message names the step.
+        """
+        if input_state not in INPUT_STATES:
+            raise ValueError(f"input_state must be one of {INPUT_STATES}, got {input_state!r}")
+        if best_metric is not None and eval_fn is None:
+            raise ValueError("best_metric needs an eval_fn")
+        if num_steps < 1:
+            raise ValueError(f"num_steps must be >= 1, got {num_steps}")
+
+        # Build everything from a first pipeline's element spec, then restore.
+        probe_dataset = dataset_fn(distribute.input_context(self.strategy))
+        if not isinstance(probe_dataset, tf.data.Dataset):
+            raise TypeError(
+                f"dataset_fn must return a tf.data.Dataset, got {type(probe_dataset).__name__}"
+            )
+        element_spec = probe_dataset.element_spec
+        del probe_dataset
+        self._build_model(element_spec)
+        batch_size = global_batch_size or self._batch_size(element_spec)
+        if batch_size is not None:
+            per_replica = batch_size // self.num_replicas
+            if per_replica % self.gradient_accumulation_steps:
+                raise ValueError(
+                    f"The per-replica batch ({per_replica}) is not divisible by "
+                    f"gradient_accumulation_steps={self.gradient_accumulation_steps}"
+                )
+
+        manager = self._checkpoint_manager()
+        restored_step = None
+        if input_state == "iterator":
+            # The iterator must exist before the restore fills it.
+            _, self._iterator = self._make_iterator(dataset_fn, 0)
+            metadata = manager.restore(iterator=self._iterator)
+        else:
+            metadata = manager.restore()
+        if metadata is not None:
+            restored_step = int(self.global_step.numpy())
+        agreed = self._agree_on_step(-1 if restored_step is None else restored_step)
+        if agreed != (-1 if restored_step is None else restored_step):
+            if agreed < 0:
+                raise RuntimeError(
+                    "Workers disagree on the checkpoint to resume from: another worker found "
+                    "none it could read. Remove the unreadable checkpoints and rerun"
+                )
+            manager.restore(
+                iterator=self._iterator if input_state == "iterator" else None, step=agreed
+            )
+            restored_step = agreed
+        if restored_step is None:
+            if init_checkpoint is not None:
+                self._initialize(init_checkpoint)
+        else:
+            logger.info("Resuming at step %d of %d", restored_step, num_steps)
+        if input_state == "skip":
+            start = restored_step or 0
+            _, self._iterator = self._make_iterator(dataset_fn, start * self.local_replicas)
+
+        best_step, best_value, saved_metric = self._read_best()
+        if best_metric is not None and saved_metric not in (None, best_metric):
+            logger.warning(
+                "%s/best holds the best %s; this run ranks by %s and will replace it",
+                self.model_dir,
+                saved_metric,
+                best_metric,
+            )
+            best_step, best_value = None, None
+
+        self._train_loop = self._make_train_loop()
+        callback_list = keras.callbacks.CallbackList(list(callbacks), model=self.model)
+        writer = (
+            tf.summary.create_file_writer(os.path.join(self.model_dir, "train"))
+            if self.is_chief
+            else tf.summary.create_noop_writer()
+        )
+        eval_writer = (
+            tf.summary.create_file_writer(os.path.join(self.model_dir, "eval"))
+            if self.is_chief and eval_fn is not None
+            else tf.summary.create_noop_writer()
+        )
+        step = int(self.global_step.numpy())
+        progress_bar = None
+        if self.progress == "bar" and self.is_chief and step < num_steps:
+            # Counts this run's steps (its time per step and ETA would be wrong from a
+            # resumed step); every value shown is already its loop's mean: no averaging.
+            progress_bar = keras.utils.Progbar(num_steps - step, stateless_metrics=())
+
+        export_fn = export_fn or (
+            lambda model, directory: model.save(os.path.join(directory, "model.keras"))
+        )
+        all_losses, all_norms, all_rates = [], [], []
+        history, eval_history = [], []
+        callback_list.on_train_begin()
+        self.optimizer._all_reduce_sum_gradients = _already_reduced  # noqa: SLF001
+        start_step, run_start = step, time.time()
+        try:
+            while step < num_steps:
+                loop_steps = min(self.steps_per_loop, num_steps - step)
+                for every in (self.checkpoint_every, eval_every if eval_fn else 0):
+                    if every:
+                        loop_steps = min(loop_steps, every - step % every)
+                loop_start = time.time()
+                losses, norms, rates = self._train_loop(tf.constant(loop_steps, tf.int32))
+                losses, norms, rates = losses.numpy(), norms.numpy(), rates.numpy()
+                seconds = time.time() - loop_start
+                self._check_finite(step, losses, norms, manager)
+                step += loop_steps
+                all_losses.append(losses)
+                all_norms.append(norms)
+                all_rates.append(rates)
+                logs = self._loop_logs(step, losses, norms, rates, seconds, batch_size)
+                history.append(logs)
+                self._report(step, num_steps, logs, run_start, start_step, progress_bar)
+                with writer.as_default():
+                    for name, value in logs.items():
+                        if name != "step":
+                            _write_scalar(name, value, step)
+                callback_list.on_train_batch_end(step, logs)
+
+                if step == num_steps or (
+                    self.checkpoint_every and step % self.checkpoint_every == 0
+                ):
+                    manager.save(
+                        step,
+                        iterator=self._iterator if input_state == "iterator" else None,
+                        extra_metadata={
+                            "input_mode": input_state,
+                            "gradient_accumulation_steps": self.gradient_accumulation_steps,
+                            "num_replicas": self.num_replicas,
+                        },
+                    )
+                if eval_fn is not None and (
+                    step == num_steps or (eval_every and step % eval_every == 0)
+                ):
+                    metrics = {k: float(v) for k, v in dict(eval_fn(self.model)).items()}
+                    eval_history.append((step, metrics))
+                    logger.info(
+                        "eval at step %d: %s",
+                        step,
+                        ", ".join(f"{k} {v:.6g}" for k, v in sorted(metrics.items())),
+                    )
+                    with eval_writer.as_default():
+                        for name, value in metrics.items():
+                            _write_scalar(name, value, step)
+                    if best_metric is not None:
+                        if best_metric not in metrics:
+                            raise KeyError(
+                                f"best_metric {best_metric!r} is not among the evaluation's "
+                                f"metrics {sorted(metrics)}"
+                            )
+                        value = metrics[best_metric]
+                        better = best_value is None or (
+                            value > best_value if higher_is_better else value < best_value
+                        )
+                        if better:
+                            best_step, best_value = step, value
+                            self._export_best(export_fn, step, best_metric, value, metrics)
+                writer.flush()
+        finally:
+            del self.optimizer._all_reduce_sum_gradients  # noqa: SLF001
+            writer.flush()
+            eval_writer.flush()
+        callback_list.on_train_end(history[-1] if history else None)
+
+        def concat(chunks):
+            return np.concatenate(chunks) if chunks else np.zeros((0,), np.float32)
+
+        return TrainingResult(
+            step=step,
+            restored_step=restored_step,
+            losses=concat(all_losses),
+            learning_rates=concat(all_rates),
+            gradient_norms=concat(all_norms),
+            history=history,
+            eval_history=eval_history,
+            best_step=best_step,
+            best_value=best_value,
+        )
+
+    def _initialize(self, init_checkpoint):
+        with self.strategy.scope():
+            if callable(init_checkpoint):
+                init_checkpoint(self.model)
+                return
+            from keras_bert_zoo.checkpoints import load_weights
+
+            report = load_weights(self.model, init_checkpoint)
+            logger.info("Initialized from %s: %s", init_checkpoint, report)
+
+    def _check_finite(self, step, losses, norms, manager):
+        bad = ~np.isfinite(losses)
+        what = "loss"
+        if self.loss_scale_optimizer is None:
+            # Without loss scaling a non-finite gradient has already reached the weights.
+            bad_norms = ~np.isfinite(norms)
+            if bad_norms.any() and (not bad.any() or np.argmax(bad_norms) < np.argmax(bad)):
+                bad, what = bad_norms, "gradient norm"
+        if not bad.any():
+            return
+        index = int(np.argmax(bad))
+        value = (losses if what == "loss" else norms)[index]
+        latest = manager.latest_step()
+        kept = (
+            f"The newest checkpoint, {manager.path(latest)} (step {latest}), holds the last "
+            "good state and was left as it was."
+            if latest is not None
+            else "No checkpoint had been written yet."
+        )
+        raise NonFiniteLossError(
+            f"The {what} is {value} at step {step + index + 1}; training stopped. {kept}"
+        )
+
+    def _loop_logs(self, step, losses, norms, rates, seconds, batch_size) -> dict:
+        steps_per_second = len(losses) / max(seconds, 1e-9)
+        logs = {
+            "step": step,
+            "loss": float(np.mean(losses)),
+            "learning_rate": float(rates[-1]),
+            "gradient_norm": float(np.mean(norms)),
+            "steps_per_second": steps_per_second,
+        }
+        if batch_size is not None:
+            logs["sequences_per_second"] = steps_per_second * batch_size
+        if self.loss_scale_optimizer is not None:
+            logs["loss_scale"] = float(self.loss_scale_optimizer.dynamic_scale.numpy())
+        for name, value in self.model.get_metrics_result().items():
+            if name == "loss":  # Keras' loss tracker; the loop reports its own loss
+                continue
+            if np.ndim(value) == 0:
+                logs[name] = float(value)
+        self.model.reset_metrics()
+        return logs
+
+    def _report(self, step, num_steps, logs, run_start, start_step, progress_bar):
+        if not self.is_chief or self.progress == "none":
+            return
+        done = step - start_step
+        elapsed = time.time() - run_start
+        eta = elapsed / done * (num_steps - step) if done else float("inf")
+        if progress_bar is not None:
+            values = [("step", step), *((k, v) for k, v in logs.items() if k != "step")]
+            progress_bar.update(done, values=values, finalize=step >= num_steps)
+            return
+        parts = [f"step {step}/{num_steps}"]
+        parts += [f"{k} {v:.4g}" for k, v in logs.items() if k != "step"]
+        parts.append(f"ETA {_format_eta(eta)}")
+        logger.info("  ".join(parts))
