@@ -100,13 +100,39 @@ def encoder_export(export_base, minilm_tokenizer):
 
 
 @pytest.fixture(scope="session")
+def tagging_export(export_base, minilm_tokenizer):
+    # Windows of 16 pieces: longer sentences are windowed, not truncated.
+    task = tasks.create_task("conll2003", max_seq_length=16, window_stride=6, tag_scheme="IOB2")
+    model = randomize(task.build_model(tiny_encoder(minilm_tokenizer.vocabulary_size())), 6)
+    return _export(export_base, "conll", task, model, minilm_tokenizer)
+
+
+@pytest.fixture(scope="session")
+def choice_export(export_base, small_tokenizer):
+    task = tasks.create_task("multiple_choice", max_seq_length=20)
+    task.load_state({"num_choices": 3})  # what a fine-tuned model's task.json restores
+    model = randomize(task.build_model(tiny_encoder(len(VOCABULARY))), 9)
+    return _export(export_base, "choice", task, model, small_tokenizer)
+
+
+@pytest.fixture(scope="session")
 def all_exports(
-    sentence_pair_export, regression_export, squad_export, masked_lm_export, encoder_export
+    sentence_pair_export,
+    regression_export,
+    squad_export,
+    tagging_export,
+    choice_export,
+    masked_lm_export,
+    encoder_export,
 ) -> list[Export]:
+    """One export of every task family: sentence classification and regression, span
+    labeling, token classification, multiple choice, masked LM, encoder."""
     return [
         sentence_pair_export,
         regression_export,
         squad_export,
+        tagging_export,
+        choice_export,
         masked_lm_export,
         encoder_export,
     ]

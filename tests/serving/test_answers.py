@@ -261,3 +261,65 @@ def test_encoder_outputs_match_the_fixed_length_model(encoder_export, loaded):
         expected["sequence_output"][:, :length][real],
         atol=1e-5,
     )
+
+
+SENTENCES = [
+    "Ada Lovelace met Charles Babbage in London",
+    "the weather in Zürich was cold",
+    "",
+    " ".join(["John Smith visited Paris and Berlin"] * 6),  # many windows of 16 pieces
+]
+
+
+def test_tagging_answers_match_postprocess(tagging_export, loaded):
+    from keras_bert_zoo.tasks.tagging import TaggedSentence
+
+    export = tagging_export
+    task = export.task
+    examples = [
+        TaggedSentence(example_id=str(i), words=tuple(text.split()), tags=None)
+        for i, text in enumerate(SENTENCES)
+    ]
+    reference = tasks.predict(task, export.model, examples, export.preprocessor)
+    served = loaded(export).signatures["serving_default"](sentence=_strings(SENTENCES))
+    served = {key: value.numpy() for key, value in served.items()}
+    for row, (example, tags) in enumerate(zip(examples, reference, strict=True)):
+        count = int(served["word_count"][row])
+        assert count == len(example.words)
+        words = [w.decode() for w in served["words"][row, :count]]
+        assert words == list(example.words)
+        assert [t.decode() for t in served["word_tags"][row, :count]] == list(tags)
+        # Entities: spans of the sentence, by character offsets.
+        for e in range(int(served["entity_count"][row])):
+            start, end = served["entity_start"][row, e], served["entity_end"][row, e]
+            assert SENTENCES[row][start:end] == served["entity_text"][row, e].decode()
+            assert served["entity_type"][row, e].decode() in {"PER", "LOC", "ORG", "MISC"}
+    assert served["entity_count"].sum() > 0
+    # serve_ids: the token classifier's raw logits for the given window ids.
+    windows = export.preprocessor(tf.ragged.constant([list(e.words) for e in examples]))
+    ids = {name: windows[name] for name in ("input_word_ids", "input_mask", "input_type_ids")}
+    logits = loaded(export).signatures["serve_ids"](**ids)["logits"].numpy()
+    np.testing.assert_allclose(logits, export.model.predict(ids, verbose=0), atol=1e-5)
+
+
+def test_multiple_choice_answers_match_postprocess(choice_export, loaded):
+    from keras_bert_zoo.tasks.multiple_choice import MultipleChoiceExample
+
+    export = choice_export
+    rows = [
+        ("the man sat on the mat", ("and read a book", "the car ran fast", "")),
+        ("", ("a", "b", "c")),
+        ("a very old red house " * 10, ("surely same", "maybe other", "never")),
+    ]
+    examples = [
+        MultipleChoiceExample(example_id=str(i), context=c, choices=choices, label=None)
+        for i, (c, choices) in enumerate(rows)
+    ]
+    reference = tasks.predict(export.task, export.model, examples, export.preprocessor)
+    inputs = {"context": _strings([c for c, _ in rows])}
+    for index in range(3):
+        inputs[f"ending{index}"] = _strings([choices[index] for _, choices in rows])
+    served = loaded(export).signatures["serving_default"](**inputs)
+    np.testing.assert_array_equal(served["label"].numpy(), [a.label for a in reference])
+    np.testing.assert_allclose(served["scores"].numpy(), [a.scores for a in reference], atol=1e-5)
+    assert served["scores"].shape == (3, 3)

@@ -47,6 +47,8 @@ def test_layout_signatures_and_method_names(all_exports):
         "mnli": ["hypothesis", "premise"],
         "stsb": ["sentence1", "sentence2"],
         "squad": ["context", "question"],
+        "conll": ["sentence"],
+        "choice": ["context", "ending0", "ending1", "ending2"],
         "masked_lm": ["sentence"],
         "encoder": ["sentence"],
     }
@@ -106,6 +108,9 @@ def test_layout_signatures_and_method_names(all_exports):
     assert list(regress.inputs) == ["inputs"] and list(regress.outputs) == ["outputs"]
     for export in all_exports[2:]:
         assert "serve_examples" not in _signature_defs(export.path)
+    choice_ids = _signature_defs(all_exports[4].path)["serve_ids"]
+    dims = [d.size for d in choice_ids.inputs["input_word_ids"].tensor_shape.dim]
+    assert dims == [-1, 3, -1]  # [batch, choices, length]
     # Label names and settings live in the model: the classify signature returns the
     # names, and export.json keeps the task's state.
     description = serving.read_export_description(all_exports[0].path)

@@ -67,7 +67,12 @@ def test_export_tool_then_run_tool_in_python_and_cpp(
     base = tmp_path / "exports"
     warmup = tmp_path / "warmup.tsv"
     warmup.write_text("a good film\nbad\n\n", encoding="utf-8")
-    _run(export_tool, f"--finetuned_dir={directory}", f"--export_base={base}", f"--warmup_file={warmup}")
+    _run(
+        export_tool,
+        f"--finetuned_dir={directory}",
+        f"--export_base={base}",
+        f"--warmup_file={warmup}",
+    )
     printed = capsys.readouterr().out
     assert f"exported version 1 to {base / 'text_classification' / '1'}" in printed
     assert "signature serve_examples (tensorflow/serving/classify)" in printed
@@ -83,7 +88,11 @@ def test_export_tool_then_run_tool_in_python_and_cpp(
     expected = task.serving_outputs(model, task.make_preprocessor(tokenizer))(
         text=tf.constant(texts)
     )
-    _run(run_tool, f"--saved_model={base / 'text_classification'}", *(f"--input=text={t}" for t in texts))
+    _run(
+        run_tool,
+        f"--saved_model={base / 'text_classification'}",
+        *(f"--input=text={t}" for t in texts),
+    )
     printed = capsys.readouterr().out
     assert f"SavedModel: {base / 'text_classification' / '2'}" in printed  # the highest
     for row, label in enumerate(expected["label"].numpy()):
@@ -131,8 +140,15 @@ def test_export_tool_on_a_pretrained_checkpoint(tmp_path, export_tool, helpers, 
     answer = served.answer(["the [MASK] sat on the mat"])[0]
     assert answer["mask_count"] == 1 and len(answer["fill_in_tokens"][0]) == 2
     # The checkpoint's MLM head is the model's: the same best fill-in.
-    word_ids = np.array([[2] + [vocabulary.index(w) for w in "the".split()] + [4]
-                         + [vocabulary.index(w) for w in "sat on the mat".split()] + [3]])
+    word_ids = np.array(
+        [
+            [2]
+            + [vocabulary.index(w) for w in "the".split()]
+            + [4]
+            + [vocabulary.index(w) for w in "sat on the mat".split()]
+            + [3]
+        ]
+    )
     logits = model.predict(
         {
             "input_word_ids": word_ids,
