@@ -25,6 +25,8 @@ TRANSFORMERS = "transformers>=5.0,<6"
 INSTALL_REQUIRES = [
     "tensorflow==2.21.*",
     "tensorflow-text==2.21.*",
+    # The PredictionLog / PredictRequest protos of the warmup records every export writes.
+    "tensorflow-serving-api==2.21.*",
     "keras>=3.15,<4",
     "tensorflow-datasets>=4.9",
     "absl-py>=2.0",
@@ -76,6 +78,8 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     packages=find_packages(include=["keras_bert_zoo", "keras_bert_zoo.*"]),
+    # The C++ loader program's source, compiled on demand (keras_bert_zoo.serving.native).
+    package_data={"keras_bert_zoo.serving": ["cpp/*.cc"]},
     python_requires=">=3.11",
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,

@@ -94,34 +94,55 @@ class BertPacker(PreprocessingLayer):
             x = x.merge_dims(-2, -1)
         return tf.cast(x, tf.int32)
 
-    def _trim(self, segments):
-        budget = self.sequence_length - len(segments) - 1
-        if budget < 0:
+    def _trim(self, segments, sequence_length):
+        budget = sequence_length - len(segments) - 1
+        if isinstance(budget, int) and budget < 0:
             raise ValueError(
-                f"sequence_length {self.sequence_length} cannot hold the special tokens "
+                f"sequence_length {sequence_length} cannot hold the special tokens "
                 f"of {len(segments)} segments"
             )
         if self.truncate == "waterfall":
             return tf_text.WaterfallTrimmer(max_seq_length=budget).trim(segments)
         # "longest_first" too: tests/text/test_packer.py checks that it keeps the
-        # lengths of google-research/bert's pop loop.
-        return tf_text.RoundRobinTrimmer(max_seq_length=budget).trim(segments)
+        # lengths of google-research/bert's pop loop. Core ops, not
+        # tf_text.RoundRobinTrimmer: the same lengths (tested) without the
+        # TFText>RoundRobinTrim op, so an exported model needs one op library less
+        # from the server's tensorflow-text.
+        lengths = tf.stack([segment.row_lengths() for segment in segments], axis=1)
+        keep = round_robin_lengths(lengths, budget)
+        return [_take_prefix(segment, keep[:, i]) for i, segment in enumerate(segments)]
 
-    def call(self, inputs):
+    def call(self, inputs, sequence_length=None):
+        """Packs `inputs`; `sequence_length` (an int or an int scalar tensor) overrides
+        the layer's for this call."""
         if isinstance(inputs, dict):
             raise TypeError("BertPacker takes a ragged tensor or a tuple/list of them")
         segments = list(inputs) if isinstance(inputs, tuple | list) else [inputs]
         if not 1 <= len(segments) <= 3:
             raise ValueError(f"BertPacker packs 1 to 3 segments, got {len(segments)}")
+        if sequence_length is None:
+            sequence_length = self.sequence_length
+        elif not isinstance(sequence_length, int):
+            sequence_length = tf.cast(sequence_length, tf.int64)
+            check = tf.debugging.assert_greater_equal(
+                sequence_length,
+                tf.constant(len(segments) + 1, tf.int64),
+                message=f"sequence_length cannot hold the special tokens of {len(segments)} "
+                "segments",
+            )
+            with tf.control_dependencies([check]):
+                sequence_length = tf.identity(sequence_length)
         segments = [self._as_segment(s) for s in segments]
-        segments = self._trim(segments)
+        segments = self._trim(segments, sequence_length)
         word_ids, type_ids = tf_text.combine_segments(
             segments, start_of_sequence_id=self.start_value, end_of_segment_id=self.end_value
         )
         if self.pad_to == "fixed":
-            length = self.sequence_length
+            length = sequence_length
         else:
-            length = tf.reduce_max(tf.concat([word_ids.row_lengths(), [0]], axis=0))
+            # At least [CLS] and one [SEP] per segment, so an empty batch still has
+            # the shape of one (models slice position 0).
+            length = tf.reduce_max(tf.concat([word_ids.row_lengths(), [len(segments) + 1]], axis=0))
         word_ids, mask = tf_text.pad_model_inputs(word_ids, length, pad_value=self.pad_value)
         type_ids, _ = tf_text.pad_model_inputs(type_ids, length, pad_value=0)
         return {
@@ -153,3 +174,42 @@ class BertPacker(PreprocessingLayer):
             }
         )
         return config
+
+
+def round_robin_lengths(lengths, budget):
+    """The lengths round-robin trimming keeps: `[batch, k]` from `[batch, k]` lengths.
+
+    Round robin hands out `budget` tokens one per segment in turn (segment order),
+    skipping exhausted segments. After `t` full rounds segment i holds `min(l_i, t)`;
+    `t` is the most rounds that fit (`sum min(l_i, t) <= budget`), and the tokens left
+    go one each to the first segments still longer than `t`. Between consecutive
+    sorted lengths that sum is linear in `t`, so `t` is the best of `k` closed-form
+    candidates.
+    """
+    lengths = tf.cast(lengths, tf.int64)
+    budget = tf.cast(budget, tf.int64)
+    k = lengths.shape[1]
+    ascending = tf.sort(lengths, axis=1)
+    # m = 0..k-1: the m shortest segments are whole, the others at level t in
+    # [ascending[m-1], ascending[m]].
+    whole = tf.cumsum(ascending, axis=1, exclusive=True)
+    floor = tf.concat([tf.zeros_like(ascending[:, :1]), ascending[:, :-1]], axis=1)
+    sharing = tf.range(k, 0, -1, dtype=tf.int64)[tf.newaxis, :]
+    fits = whole + sharing * floor <= budget
+    level = tf.minimum(ascending, (budget - whole) // sharing)
+    rounds = tf.reduce_max(tf.where(fits, level, tf.zeros_like(level)), axis=1, keepdims=True)
+    kept = tf.minimum(lengths, rounds)
+    left = budget - tf.reduce_sum(kept, axis=1, keepdims=True)
+    longer = lengths > rounds
+    rank = tf.cumsum(tf.cast(longer, tf.int64), axis=1, exclusive=True)
+    return kept + tf.cast(longer & (rank < left), tf.int64)
+
+
+def _take_prefix(segment, keep):
+    """The first `keep[row]` values of each row of a ragged `[batch, (n)]` segment."""
+    keep = tf.cast(keep, segment.row_splits.dtype)
+    starts = segment.row_starts()
+    positions = tf.ragged.range(starts, starts + keep).flat_values
+    return tf.RaggedTensor.from_row_lengths(
+        tf.gather(segment.flat_values, positions), keep, validate=False
+    )

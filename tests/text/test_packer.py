@@ -153,3 +153,69 @@ def test_config_round_trip_and_graph_mode():
         np.testing.assert_array_equal(
             layer_out["input_word_ids"], [[2, 5, 6, 3, 10, 11, 3], [2, 9, 3, 3, 0, 0, 0]]
         )
+
+
+def test_round_robin_lengths_match_tensorflow_text_trimmer():
+    import tensorflow_text as tf_text
+
+    from keras_bert_zoo.text.packer import round_robin_lengths
+
+    rng = np.random.default_rng(0)
+    for k in (1, 2, 3):
+        lengths = rng.integers(0, 60, size=(400, k))
+        for budget in (0, 1, 7, 31, 64, 200):
+            segments = [
+                tf.RaggedTensor.from_row_lengths(
+                    tf.zeros([int(lengths[:, i].sum())], tf.int32), lengths[:, i]
+                )
+                for i in range(k)
+            ]
+            trimmed = tf_text.RoundRobinTrimmer(max_seq_length=budget).trim(segments)
+            expected = np.stack([t.row_lengths().numpy() for t in trimmed], axis=1)
+            got = round_robin_lengths(tf.constant(lengths), budget).numpy()
+            np.testing.assert_array_equal(got, expected, err_msg=f"k={k} budget={budget}")
+
+
+def test_sequence_length_given_at_call_time_as_a_tensor():
+    packer = BertPacker(16, start_value=CLS, end_value=SEP, pad_value=0)
+    a, b = ragged([[1, 2, 3, 4, 5], [6]]), ragged([[11, 12, 13], []])
+    fn = tf.function(
+        lambda x, y, n: packer((x, y), sequence_length=n),
+        input_signature=[
+            tf.RaggedTensorSpec([None, None], tf.int32, 1, tf.int64),
+            tf.RaggedTensorSpec([None, None], tf.int32, 1, tf.int64),
+            tf.TensorSpec([], tf.int32),
+        ],
+    )
+    for length in (5, 8, 12):
+        expected = BertPacker(length, start_value=CLS, end_value=SEP, pad_value=0)((a, b))
+        got = fn(a, b, tf.constant(length))
+        for key in expected:
+            np.testing.assert_array_equal(got[key], expected[key])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="special tokens"):
+        fn(a, b, tf.constant(2))
+
+
+def test_empty_batch_padded_to_longest_keeps_the_special_token_positions():
+    packer = BertPacker(16, start_value=CLS, end_value=SEP, pad_to="longest")
+    empty = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros([0], tf.int64))
+    assert packer((empty, empty))["input_word_ids"].shape == (0, 3)
+
+
+def test_truncation_runs_on_core_ops_only():
+    """No tensorflow-text op in the packing graph: an exported model does not need
+    the server to have tensorflow-text's trimmer kernels."""
+    from keras_bert_zoo.serving.ops import tensorflow_text_op_libraries
+
+    for truncate in ("longest_first", "round_robin"):
+        packer = BertPacker(8, truncate=truncate)
+        spec = tf.RaggedTensorSpec([None, None], tf.int32, 1, tf.int64)
+        graph = (
+            tf.function(lambda x, y, packer=packer: packer((x, y)))
+            .get_concrete_function(spec, spec)
+            .graph.as_graph_def()
+        )
+        op_types = {node.op for node in graph.node}
+        for function in graph.library.function:
+            op_types |= {node.op for node in function.node_def}
+        assert not op_types & set(tensorflow_text_op_libraries()), truncate

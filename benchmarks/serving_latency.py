@@ -1,0 +1,340 @@
+"""Serving latency and throughput of an exported classifier: raw text vs ids, beside peers.
+
+Acceptance (issue 13): on the loaded SavedModel, `serving_default` (raw text in,
+tokenization and packing in the graph) has a p50 latency at batch 1 within 1.2x of
+`serve_ids` (ids in), and a batch-32 throughput at least the fastest peer's.
+
+One process, the same sentences everywhere (real movie-review sentences from gensim's
+test data, `pang_lee_polarity.cor`; built-in sentences if gensim is absent), the real
+all-MiniLM-L6-v2 encoder (L=6, H=384) with a 2-way classification head (random head:
+speed does not depend on its values), sequence length 128:
+
+- ours, exported with `keras_bert_zoo.serving.export_saved_model` and loaded with
+  `tf.saved_model.load`:
+  - `serving_default` on the raw sentences;
+  - `serve_ids` on the ids `serving_default` packs internally (padded to the longest
+    sentence of the request, as the export does): the model alone, so the ratio is
+    the cost of tokenizing in the graph;
+  - `serve_ids` on ids padded to 128 (what a client packing with a fixed length sends);
+- keras-hub `BertTextClassifier` (`BertBackbone` of MiniLM's sizes, random weights,
+  its `BertTextClassifierPreprocessor` on the same vocabulary, sequence length 128),
+  exported with `keras.export.ExportArchive` as raw text -> logits, loaded the same
+  way (reported as unavailable if keras-hub cannot export it);
+- Hugging Face torch `pipeline("text-classification")` over `BertForSequenceClassification`
+  from the MiniLM directory (random head), `torch.inference_mode()` inside the pipeline.
+
+Batch 1: every configuration answers `--requests` single-sentence requests, interleaved
+(request i goes to every configuration before request i+1), after `--warmup` untimed
+requests and one untimed pass over all of them (per-shape kernel caches warm, as in a
+server's steady state); p50 and p99 of the per-request wall time. Batch 32:
+`--batches` batches of 32 sentences each, interleaved the same way; sentences/s from
+the median batch time. The median process CPU time of the batch-1 requests (all
+threads) is printed too: on a shared machine it moves far less than wall time.
+
+Prints the environment (versions, threads, CPU flags), a table, and the ratios the
+acceptance names. Take figures only on a quiet machine.
+
+Usage:
+    PYTHONPATH=. python benchmarks/serving_latency.py [--quick] [--requests 300]
+        [--batches 30] [--peers keras_hub,hf] [--export_dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from benchmarks._timing import format_table  # noqa: E402
+
+SEQUENCE_LENGTH = 128
+PEERS = ("keras_hub", "hf")
+FALLBACK_SENTENCES = [
+    "A man is playing a guitar on stage.",
+    "The stock market fell sharply after the announcement, and traders scrambled.",
+    "A cat is sleeping on the windowsill.",
+    "It is a gripping, funny and unexpectedly moving film about growing up.",
+]
+
+
+def sentences(count: int) -> list[str]:
+    import importlib.util
+
+    spec = importlib.util.find_spec("gensim")
+    lines: list[str] = []
+    if spec is not None and spec.submodule_search_locations:
+        path = os.path.join(
+            list(spec.submodule_search_locations)[0], "test", "test_data", "pang_lee_polarity.cor"
+        )
+        if os.path.isfile(path):
+            with open(path, encoding="latin-1") as f:
+                lines = [line.split(" ", 1)[1].strip() for line in f if " " in line]
+    lines = lines or FALLBACK_SENTENCES
+    return [lines[i % len(lines)] for i in range(count)]
+
+
+def percentile(values, q):
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def timed(fn):
+    """(wall seconds, process CPU seconds) of one call."""
+    cpu, start = time.process_time(), time.perf_counter()
+    fn()
+    return time.perf_counter() - start, time.process_time() - cpu
+
+
+# === Configurations ===
+
+
+def ours(export_dir):
+    import tensorflow as tf
+
+    from keras_bert_zoo import from_pretrained, serving, tasks
+    from keras_bert_zoo.tasks.feature_extraction import demo_model_dir
+    from keras_bert_zoo.text import BertPreprocessor, BertTokenizer
+
+    model_dir = demo_model_dir()
+    task = tasks.create_task("glue/sst2", max_seq_length=SEQUENCE_LENGTH)
+    tokenizer = BertTokenizer(os.path.join(model_dir, "vocab.txt"))
+    model = task.build_model(from_pretrained(model_dir))
+    start = time.perf_counter()
+    exported = serving.export_saved_model(export_dir, "sst2_minilm", task, model, tokenizer)
+    print(f"export: {time.perf_counter() - start:.1f} s -> {exported.path}")
+    loaded = tf.saved_model.load(exported.path)
+    default = loaded.signatures["serving_default"]
+    ids_signature = loaded.signatures["serve_ids"]
+    served_preprocessor = serving.export.serving_preprocessor(task.make_preprocessor(tokenizer))
+    fixed = BertPreprocessor(tokenizer, sequence_length=SEQUENCE_LENGTH)
+    pack_longest = tf.function(lambda text: served_preprocessor(text))
+    pack_fixed = tf.function(lambda text: fixed(text))
+
+    def raw(batch):
+        text = tf.constant(batch)
+        return lambda: default(sentence=text)["probabilities"].numpy()
+
+    def ids(batch, pack):
+        packed = pack(tf.constant(batch))
+        return lambda: ids_signature(**packed)["logits"].numpy()
+
+    return {
+        "ours serving_default (raw text)": raw,
+        "ours serve_ids (ids, longest)": lambda batch: ids(batch, pack_longest),
+        "ours serve_ids (ids, fixed 128)": lambda batch: ids(batch, pack_fixed),
+    }
+
+
+def keras_hub_peer(export_dir):
+    import keras
+    import keras_hub
+    import tensorflow as tf
+
+    from keras_bert_zoo.tasks.feature_extraction import demo_model_dir
+    from keras_bert_zoo.text import load_vocab
+
+    vocabulary = load_vocab(os.path.join(demo_model_dir(), "vocab.txt"))
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=len(vocabulary),
+        num_layers=6,
+        num_heads=12,
+        hidden_dim=384,
+        intermediate_dim=1536,
+        max_sequence_length=512,
+    )
+    tokenizer = keras_hub.models.BertTokenizer(vocabulary=vocabulary, lowercase=True)
+    preprocessor = keras_hub.models.BertTextClassifierPreprocessor(
+        tokenizer, sequence_length=SEQUENCE_LENGTH
+    )
+    classifier = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=None)
+    classifier(preprocessor(tf.constant(["builds the layers"])))  # export needs built layers
+    archive = keras.export.ExportArchive()
+    archive.track(classifier)
+    archive.track(preprocessor)
+    archive.track(tokenizer)
+    archive.add_endpoint(
+        "serve",
+        lambda text: classifier(preprocessor(text), training=False),
+        input_signature=[tf.TensorSpec([None], tf.string)],
+    )
+    path = os.path.join(export_dir, "keras_hub_classifier")
+    archive.write_out(path, verbose=False)
+    loaded = tf.saved_model.load(path)  # kept: its functions reference its variables
+
+    def raw(batch):
+        text = tf.constant(batch)
+        return lambda: loaded.serve(text).numpy()
+
+    return {"keras-hub BertTextClassifier SavedModel (raw text)": raw}
+
+
+def hf_peer():
+    import torch
+    import transformers
+
+    from keras_bert_zoo.tasks.feature_extraction import demo_model_dir
+
+    model_dir = demo_model_dir()
+    model = transformers.BertForSequenceClassification.from_pretrained(
+        model_dir, num_labels=2, local_files_only=True
+    ).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    classify = transformers.pipeline(
+        "text-classification", model=model, tokenizer=tokenizer, device="cpu", top_k=None
+    )
+
+    def raw(batch):
+        def run():
+            with torch.inference_mode():
+                return classify(
+                    batch,
+                    batch_size=len(batch),
+                    truncation=True,
+                    max_length=SEQUENCE_LENGTH,
+                )
+
+        return run
+
+    return {"Hugging Face torch pipeline (raw text)": raw}
+
+
+# === Measurement ===
+
+
+def measure(configs, requests, warmup: int) -> dict[str, list[tuple[float, float]]]:
+    """Per-request (wall, CPU) seconds of every configuration, requests interleaved."""
+    calls = {name: [make(batch) for batch in requests] for name, make in configs.items()}
+    # Every configuration first answers every request once, untimed: kernels cache
+    # per-shape state (oneDNN primitives), and in the timed pass whichever
+    # configuration met a shape first would pay for the others.
+    for fns in calls.values():
+        for fn in fns[:warmup] + fns:
+            fn()
+    seconds: dict[str, list[tuple[float, float]]] = {name: [] for name in configs}
+    names = list(configs)
+    for index in range(len(requests)):
+        shift = index % len(names)
+        for name in names[shift:] + names[:shift]:
+            seconds[name].append(timed(calls[name][index]))
+    return seconds
+
+
+def describe_environment(peers):
+    import tensorflow as tf
+
+    lines = [
+        f"python {platform.python_version()}, tensorflow {tf.__version__}",
+        f"CPUs visible: {os.cpu_count()}, TF intra/inter op threads: "
+        f"{tf.config.threading.get_intra_op_parallelism_threads()}/"
+        f"{tf.config.threading.get_inter_op_parallelism_threads()} (0 = default)",
+    ]
+    if "keras_hub" in peers:
+        import keras_hub
+
+        lines.append(f"keras-hub {keras_hub.__version__}")
+    if "hf" in peers:
+        import torch
+        import transformers
+
+        lines.append(
+            f"torch {torch.__version__} ({torch.get_num_threads()} threads), "
+            f"transformers {transformers.__version__}"
+        )
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next(line for line in f if line.startswith("flags")).split()
+        isa = [
+            f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16") if f in flags
+        ]
+        lines.append(f"CPU ISA: {' '.join(isa)}")
+    except (OSError, StopIteration):
+        pass
+    return lines
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=300, help="Batch-1 requests timed.")
+    parser.add_argument("--batches", type=int, default=30, help="Batch-32 batches timed.")
+    parser.add_argument("--warmup", type=int, default=5, help="Untimed requests first.")
+    parser.add_argument("--peers", default=",".join(PEERS), help="keras_hub,hf or none.")
+    parser.add_argument("--export_dir", default=None, help="Where to export (default: tmp).")
+    parser.add_argument("--quick", action="store_true", help="Smoke run: few requests.")
+    args = parser.parse_args()
+    if args.quick:
+        args.requests, args.batches, args.warmup = 12, 3, 1
+    peers = [p for p in args.peers.split(",") if p and p != "none"]
+    unknown = sorted(set(peers) - set(PEERS))
+    if unknown:
+        parser.error(f"unknown peers {unknown}; choose from {PEERS}")
+
+    export_dir = args.export_dir or tempfile.mkdtemp(prefix="serving_latency_")
+    configs = ours(export_dir)
+    for peer in peers:
+        try:
+            configs.update(keras_hub_peer(export_dir) if peer == "keras_hub" else hf_peer())
+        except Exception as error:  # a peer that cannot export or load is reported, not fatal
+            print(f"{peer}: unavailable ({type(error).__name__}: {str(error)[:300]})")
+
+    for line in describe_environment(peers):
+        print(line)
+    texts = sentences(args.requests + args.warmup + 32 * (args.batches + args.warmup))
+    single = [[text] for text in texts[: args.requests + args.warmup]]
+    rest = texts[args.requests + args.warmup :]
+    batched = [rest[i * 32 : (i + 1) * 32] for i in range(args.batches + args.warmup)]
+    lengths = [len(t.split()) for t in texts]
+    print(
+        f"sentences: {len(set(texts))} distinct, {statistics.mean(lengths):.1f} words on "
+        f"average (max {max(lengths)}); sequence length {SEQUENCE_LENGTH}"
+    )
+    latency = measure(configs, single, args.warmup)
+    throughput = measure(configs, batched, args.warmup)
+
+    rows, summary = [], {}
+    for name in configs:
+        ones = [wall for wall, _ in latency[name][args.warmup :]]
+        cpu = statistics.median(cpu for _, cpu in latency[name][args.warmup :])
+        p50, p99 = percentile(ones, 50), percentile(ones, 99)
+        rate = 32 / statistics.median(wall for wall, _ in throughput[name][args.warmup :])
+        summary[name] = (p50, p99, rate, cpu)
+        rows.append(
+            [name, f"{1000 * p50:.2f}", f"{1000 * p99:.2f}", f"{1000 * cpu:.2f}", f"{rate:.1f}"]
+        )
+    print(
+        f"\nbatch 1: {args.requests} requests; batch 32: {args.batches} batches "
+        "(interleaved across configurations)"
+    )
+    headers = ["configuration", "p50 ms (b=1)", "p99 ms (b=1)", "CPU ms (b=1)", "sent/s (b=32)"]
+    print(format_table(headers, rows))
+
+    raw = summary["ours serving_default (raw text)"]
+    ids = summary["ours serve_ids (ids, longest)"]
+    fixed = summary["ours serve_ids (ids, fixed 128)"]
+    print(f"\nraw-text p50 / ids p50 (same padding): {raw[0] / ids[0]:.2f} (target <= 1.2)")
+    print(f"raw-text p50 / ids p50 (ids padded to 128): {raw[0] / fixed[0]:.2f}")
+    print(
+        f"raw-text / ids median process CPU per batch-1 request (same padding): "
+        f"{raw[3] / ids[3]:.2f} (steadier than wall time on a loaded machine)"
+    )
+    peer_rates = {n: s[2] for n, s in summary.items() if not n.startswith("ours")}
+    if peer_rates:
+        best = max(peer_rates, key=peer_rates.get)
+        print(
+            f"raw-text throughput / fastest peer ({best}): {raw[2] / peer_rates[best]:.2f} "
+            "(target >= 1.0)"
+        )
+
+
+if __name__ == "__main__":
+    main()

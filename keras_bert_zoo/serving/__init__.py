@@ -1,0 +1,72 @@
+"""Serving: SavedModels that TF Serving loads, raw text in and answers out.
+
+* `export_saved_model` / `export_finetuned`: one SavedModel version per task model
+  (`EXPORT_BASE/MODEL_NAME/VERSION/`) with `serving_default` (raw strings -> answers),
+  `serve_ids` (ids -> raw head outputs) and, for label or score answers,
+  `serve_examples` (TF Serving's Classify/Regress APIs); warmup records, the op
+  manifest and the export description in `assets.extra/` (see `export.py`).
+* `EncoderServable`, `MaskedLMServable`: serve a pretrained `BertEncoder` /
+  `BertPretrainer` the same way (see `servables.py`).
+* `export_hub_encoder_pair`: TF Hub style preprocessor + encoder SavedModels.
+* `load_served_model`, `export_and_answer`: load an export back and query it in raw
+  text (see `client.py`).
+* `ops`: the ops outside core TensorFlow an export needs, recorded and checked.
+"""
+
+from keras_bert_zoo.serving import native, ops, signatures, warmup
+from keras_bert_zoo.serving.client import (
+    ServedModel,
+    describe_export,
+    export_and_answer,
+    format_answers,
+    load_served_model,
+    resolve_version_dir,
+)
+from keras_bert_zoo.serving.export import (
+    DEFAULT_WARMUP_TEXTS,
+    ExportedModel,
+    ExportVerificationError,
+    existing_versions,
+    export_finetuned,
+    export_pretrained,
+    export_saved_model,
+    next_version,
+    read_export_description,
+    signature_schema,
+    warmup_inputs_from_rows,
+)
+from keras_bert_zoo.serving.hub import export_hub_encoder_pair, export_pretrained_hub_pair
+from keras_bert_zoo.serving.servables import (
+    EncoderServable,
+    MaskedLMServable,
+    MaskedTextPreprocessor,
+)
+
+__all__ = [
+    "DEFAULT_WARMUP_TEXTS",
+    "EncoderServable",
+    "ExportVerificationError",
+    "ExportedModel",
+    "MaskedLMServable",
+    "MaskedTextPreprocessor",
+    "ServedModel",
+    "describe_export",
+    "existing_versions",
+    "export_and_answer",
+    "export_finetuned",
+    "export_hub_encoder_pair",
+    "export_pretrained",
+    "export_pretrained_hub_pair",
+    "export_saved_model",
+    "format_answers",
+    "load_served_model",
+    "native",
+    "next_version",
+    "ops",
+    "read_export_description",
+    "resolve_version_dir",
+    "signature_schema",
+    "signatures",
+    "warmup",
+    "warmup_inputs_from_rows",
+]

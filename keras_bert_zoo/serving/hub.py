@@ -1,0 +1,228 @@
+"""An encoder pair in the TF Hub style, for users who compose their own models.
+
+`export_hub_encoder_pair(output_dir, model, tokenizer)` writes two SavedModels:
+
+```
+output_dir/preprocessor/   raw text -> encoder inputs
+  __call__(text [batch] string) -> {input_word_ids, input_mask, input_type_ids}
+                             int32 [batch, seq_length] (one segment; also the
+                             `serving_default` signature)
+  tokenize(text)           -> int32 RaggedTensor [batch, (word pieces)]
+  tokenize.get_special_tokens_dict() -> {vocab_size, start_of_sequence_id,
+                             end_of_segment_id, padding_id, mask_id}
+  bert_pack_inputs(segments, seq_length)  1-3 ragged segments ([batch, (pieces)] or
+                             TF Hub's [batch, (words), (pieces)]) and an int32
+                             scalar -> the three inputs [batch, seq_length]
+  assets/vocab.txt
+output_dir/encoder/        encoder inputs -> outputs
+  __call__({input_word_ids, input_mask, input_type_ids}) -> {sequence_output,
+                             pooled_output, encoder_outputs (list, one per
+                             block), default (= pooled_output)}
+  mlm({... , masked_lm_positions})  (when a BertPretrainer is exported) ->
+                             the same plus mlm_logits [batch, positions, vocab]
+  variables, trainable_variables
+  serving_default signature: the flat outputs (encoder_outputs_0, ...)
+```
+
+Differences from TF Hub's BERT models: `tokenize` returns word pieces without the
+word level (`bert_pack_inputs` takes both), and there is no `training` argument
+(both models run in inference mode).
+
+Example:
+
+```python
+import tensorflow as tf
+
+preprocessor = tf.saved_model.load("hub/preprocessor")
+encoder = tf.saved_model.load("hub/encoder")
+tokenize = preprocessor.tokenize
+inputs = preprocessor.bert_pack_inputs(
+    [tokenize(tf.constant(["Who?"])), tokenize(tf.constant(["Ada."]))], tf.constant(64)
+)
+print(encoder(inputs)["pooled_output"].shape)  # (1, H)
+```
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+from keras_bert_zoo.inputs import ENCODER_INPUT_NAMES
+from keras_bert_zoo.serving import signatures
+from keras_bert_zoo.text.packer import BertPacker
+from keras_bert_zoo.text.preprocessor import BertPreprocessor
+from keras_bert_zoo.utils.atomic import atomic_directory
+
+PREPROCESSOR_DIR = "preprocessor"
+ENCODER_DIR = "encoder"
+MASKED_LM_POSITIONS = "masked_lm_positions"
+
+
+def _auto_trackable():
+    return tf.__internal__.tracking.AutoTrackable()
+
+
+def build_hub_preprocessor(tokenizer, seq_length: int = 128):
+    """The preprocessor object (see the module docstring), ready to save."""
+    preprocessor = BertPreprocessor(tokenizer, sequence_length=seq_length)
+    packer = BertPacker(
+        seq_length,
+        start_value=tokenizer.cls_token_id,
+        end_value=tokenizer.sep_token_id,
+        pad_value=tokenizer.pad_token_id or 0,
+    )
+    text = tf.TensorSpec([None], tf.string, name="text")
+
+    root = _auto_trackable()
+    root.tokenizer = tokenizer
+    root.preprocessor = preprocessor
+    root.__call__ = tf.function(lambda text: preprocessor(text), input_signature=[text])
+
+    tokenize = _auto_trackable()
+    tokenize.__call__ = tf.function(lambda text: tokenizer(text), input_signature=[text])
+    special = {
+        "vocab_size": tokenizer.vocabulary_size(),
+        "start_of_sequence_id": tokenizer.cls_token_id,
+        "end_of_segment_id": tokenizer.sep_token_id,
+        "padding_id": tokenizer.pad_token_id or 0,
+        "mask_id": -1 if tokenizer.mask_token_id is None else tokenizer.mask_token_id,
+    }
+    tokenize.get_special_tokens_dict = tf.function(
+        lambda: {key: tf.constant(value, tf.int32) for key, value in special.items()},
+        input_signature=[],
+    )
+    root.tokenize = tokenize
+
+    @tf.function
+    def bert_pack_inputs(inputs, seq_length):
+        return packer(list(inputs), sequence_length=seq_length)
+
+    length = tf.TensorSpec([], tf.int32, name="seq_length")
+    for ragged_rank in (1, 2):
+        segment = tf.RaggedTensorSpec([None] + [None] * ragged_rank, tf.int32, ragged_rank)
+        for count in (1, 2, 3):
+            bert_pack_inputs.get_concrete_function([segment] * count, length)
+    root.bert_pack_inputs = bert_pack_inputs
+    return root, {"serving_default": root.__call__}
+
+
+def _encoder_outputs(outputs) -> dict:
+    result = {
+        "sequence_output": tf.cast(outputs["sequence_output"], tf.float32),
+        "pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
+        "encoder_outputs": [tf.cast(x, tf.float32) for x in outputs["encoder_outputs"]],
+    }
+    result["default"] = result["pooled_output"]
+    return result
+
+
+def build_hub_encoder(model):
+    """The encoder object for a `BertEncoder` or a `BertPretrainer` (which adds `mlm`)."""
+    from keras_bert_zoo.models import BertEncoder, BertPretrainer
+
+    if isinstance(model, BertPretrainer):
+        encoder, pretrainer = model.encoder, model
+    elif isinstance(model, BertEncoder):
+        encoder, pretrainer = model, None
+    else:
+        raise TypeError(f"Expected a BertEncoder or BertPretrainer, got {type(model).__name__}")
+    ids = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in ENCODER_INPUT_NAMES}
+
+    root = _auto_trackable()
+    root.__call__ = tf.function(
+        lambda inputs: _encoder_outputs(encoder(inputs, training=False)), input_signature=[ids]
+    )
+    functions = [root.__call__]
+    serving = tf.function(
+        lambda **inputs: signatures.flatten_outputs(encoder(inputs, training=False)),
+        input_signature=None,
+    ).get_concrete_function(**ids)
+    if pretrainer is not None:
+
+        def mlm(inputs):
+            outputs = pretrainer(inputs, training=False)
+            result = _encoder_outputs(encoder({k: inputs[k] for k in ENCODER_INPUT_NAMES}))
+            result["mlm_logits"] = tf.cast(outputs["masked_lm_logits"], tf.float32)
+            return result
+
+        mlm_spec = dict(ids)
+        mlm_spec[MASKED_LM_POSITIONS] = tf.TensorSpec(
+            [None, None], tf.int32, name=MASKED_LM_POSITIONS
+        )
+        root.mlm = _auto_trackable()
+        root.mlm.__call__ = tf.function(mlm, input_signature=[mlm_spec])
+        functions.append(root.mlm.__call__)
+    for function in functions:
+        function.get_concrete_function()
+    variables = signatures.captured_variables(functions)
+    trainable = {id(v.value) for v in model.trainable_weights if hasattr(v, "value")}
+    # Tracked as the plain tf.Variables the graphs read (see signatures.serving_module).
+    root.variables = variables
+    root.trainable_variables = [v for v in variables if id(v) in trainable]
+    return root, {"serving_default": serving}
+
+
+def export_hub_encoder_pair(
+    output_dir: str, model, tokenizer, *, seq_length: int = 128, overwrite: bool = False
+) -> tuple[str, str]:
+    """Writes `output_dir/preprocessor` and `output_dir/encoder` (see the module
+    docstring); both appear at once (one directory rename). Returns their paths.
+
+    An existing `output_dir` is refused unless `overwrite`, which replaces it.
+    """
+    output_dir = os.path.abspath(os.fspath(output_dir))
+    if os.path.lexists(output_dir) and not overwrite:
+        raise FileExistsError(f"{output_dir} already exists (pass overwrite=True to replace it)")
+    preprocessor, preprocessor_signatures = build_hub_preprocessor(tokenizer, seq_length)
+    encoder, encoder_signatures = build_hub_encoder(model)
+    aside = None
+    with atomic_directory(output_dir, merge=overwrite) as temp_dir:
+        tf.saved_model.save(
+            preprocessor,
+            os.path.join(temp_dir, PREPROCESSOR_DIR),
+            signatures=preprocessor_signatures,
+        )
+        tf.saved_model.save(
+            encoder, os.path.join(temp_dir, ENCODER_DIR), signatures=encoder_signatures
+        )
+        if overwrite and os.path.lexists(output_dir):
+            aside = tempfile.mkdtemp(
+                dir=os.path.dirname(output_dir), prefix=f".{os.path.basename(output_dir)}.old-"
+            )
+            os.rename(output_dir, os.path.join(aside, "replaced"))
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+    return os.path.join(output_dir, PREPROCESSOR_DIR), os.path.join(output_dir, ENCODER_DIR)
+
+
+def export_pretrained_hub_pair(
+    checkpoint_dir: str,
+    output_dir: str,
+    *,
+    seq_length: int = 128,
+    overwrite: bool = False,
+    allow_partial: bool = False,
+) -> tuple[str, str]:
+    """The pair for a Google or Hugging Face checkpoint directory (with `vocab.txt`).
+
+    The encoder gets `mlm` when the checkpoint holds the MLM head (or with
+    `allow_partial`, which leaves missing heads random); otherwise it is the bare
+    encoder.
+    """
+    from keras_bert_zoo.checkpoints import CheckpointError, from_pretrained
+    from keras_bert_zoo.text import BertTokenizer
+
+    vocab = os.path.join(os.fspath(checkpoint_dir), "vocab.txt")
+    if not os.path.isfile(vocab):
+        raise FileNotFoundError(f"{checkpoint_dir}: no vocab.txt beside the checkpoint")
+    try:
+        model = from_pretrained(checkpoint_dir, model="pretrainer", allow_partial=allow_partial)
+    except CheckpointError:
+        model = from_pretrained(checkpoint_dir)
+    return export_hub_encoder_pair(
+        output_dir, model, BertTokenizer(vocab), seq_length=seq_length, overwrite=overwrite
+    )

@@ -1,0 +1,281 @@
+"""The export's layout and version rules: what TF Serving finds on disk.
+
+Signatures and method names are read back from `saved_model.pb` with the protobuf
+classes, the warmup records with tensorflow-serving-api's, the vocabulary from
+`assets/` as text: the formats themselves, not our readers.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow_serving.apis import prediction_log_pb2
+
+from keras_bert_zoo import serving, tasks
+from keras_bert_zoo.text import load_vocab
+
+
+def _signature_defs(path):
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        proto.ParseFromString(f.read())
+    (meta_graph,) = proto.meta_graphs
+    assert list(meta_graph.meta_info_def.tags) == ["serve"]
+    return {k: v for k, v in meta_graph.signature_def.items() if not k.startswith("__")}
+
+
+def _warmup_logs(path):
+    logs = []
+    warmup_file = os.path.join(path, "assets.extra", "tf_serving_warmup_requests")
+    for record in tf.data.TFRecordDataset(warmup_file):
+        log = prediction_log_pb2.PredictionLog()
+        log.ParseFromString(record.numpy())
+        logs.append(log)
+    return logs
+
+
+def test_layout_signatures_and_method_names(all_exports):
+    expected_inputs = {
+        "mnli": ["hypothesis", "premise"],
+        "stsb": ["sentence1", "sentence2"],
+        "squad": ["context", "question"],
+        "conll": ["sentence"],
+        "choice": ["context", "ending0", "ending1", "ending2"],
+        "masked_lm": ["sentence"],
+        "encoder": ["sentence"],
+    }
+    for export in all_exports:
+        path = export.path
+        assert (
+            os.path.basename(path) == "1" and os.path.basename(os.path.dirname(path)) == export.name
+        )
+        assert sorted(os.listdir(path)) == [
+            "assets",
+            "assets.extra",
+            "fingerprint.pb",
+            "saved_model.pb",
+            "variables",
+        ]
+        assert sorted(os.listdir(os.path.join(path, "assets.extra"))) == [
+            "custom_ops.json",
+            "export.json",
+            "tf_serving_warmup_requests",
+        ]
+        # The vocabulary is an asset, token for token the tokenizer's.
+        assert load_vocab(os.path.join(path, "assets", "vocab.txt")) == (
+            export.tokenizer.get_vocabulary()
+        )
+        # The fingerprint hashes the final saved_model.pb (rewritten for method names).
+        fingerprint = tf.saved_model.experimental.read_fingerprint(path)
+        from tensorflow.python.saved_model.pywrap_saved_model import fingerprinting
+
+        fresh = tf.saved_model.experimental.Fingerprint.from_proto(
+            __import__(
+                "tensorflow.core.protobuf.fingerprint_pb2", fromlist=["x"]
+            ).FingerprintDef.FromString(fingerprinting.CreateFingerprintDef(path))
+        )
+        assert fingerprint.saved_model_checksum == fresh.saved_model_checksum
+
+        defs = _signature_defs(path)
+        default = defs["serving_default"]
+        assert sorted(default.inputs) == expected_inputs[export.name]
+        assert all(info.dtype == tf.string.as_datatype_enum for info in default.inputs.values())
+        assert default.method_name == "tensorflow/serving/predict"
+        ids = defs["serve_ids"]
+        assert {"input_word_ids", "input_mask", "input_type_ids"} <= set(ids.inputs)
+        assert all(info.dtype == tf.int32.as_datatype_enum for info in ids.inputs.values())
+        description = serving.read_export_description(path)
+        assert description["text_fields"] == list(export.task.text_fields)
+        assert description["task"]["task_name"] == export.task.task_name
+
+    # Classify / Regress signatures in the shape TF Serving's APIs check.
+    classify = _signature_defs(all_exports[0].path)["serve_examples"]
+    assert classify.method_name == "tensorflow/serving/classify"
+    assert list(classify.inputs) == ["inputs"]
+    assert sorted(classify.outputs) == ["classes", "scores"]
+    assert classify.outputs["classes"].dtype == tf.string.as_datatype_enum
+    assert classify.outputs["scores"].dtype == tf.float32.as_datatype_enum
+    regress = _signature_defs(all_exports[1].path)["serve_examples"]
+    assert regress.method_name == "tensorflow/serving/regress"
+    assert list(regress.inputs) == ["inputs"] and list(regress.outputs) == ["outputs"]
+    for export in all_exports[2:]:
+        assert "serve_examples" not in _signature_defs(export.path)
+    choice_ids = _signature_defs(all_exports[4].path)["serve_ids"]
+    dims = [d.size for d in choice_ids.inputs["input_word_ids"].tensor_shape.dim]
+    assert dims == [-1, 3, -1]  # [batch, choices, length]
+    # Label names and settings live in the model: the classify signature returns the
+    # names, and export.json keeps the task's state.
+    description = serving.read_export_description(all_exports[0].path)
+    assert description["label_names"] == ["contradiction", "entailment", "neutral"]
+    assert description["task"]["state"]["label_names"] == description["label_names"]
+
+
+def test_warmup_records_are_prediction_logs_for_every_signature(all_exports):
+    for export in all_exports:
+        logs = _warmup_logs(export.path)
+        kinds = [(log.WhichOneof("log_type"), _signature_of(log)) for log in logs]
+        assert ("predict_log", "serving_default") in kinds
+        assert ("predict_log", "serve_ids") in kinds
+        for log in logs:
+            kind = log.WhichOneof("log_type")
+            request = getattr(log, kind).request
+            assert request.model_spec.name == export.name
+        if export.name == "mnli":
+            assert ("classify_log", "serve_examples") in kinds
+        if export.name == "stsb":
+            assert ("regress_log", "serve_examples") in kinds
+        default = next(
+            log.predict_log.request
+            for log in logs
+            if log.WhichOneof("log_type") == "predict_log"
+            and log.predict_log.request.model_spec.signature_name == "serving_default"
+        )
+        texts = {key: tf.make_ndarray(value) for key, value in default.inputs.items()}
+        assert sorted(texts) == sorted(export.task.text_fields)
+        assert b"" in set(np.concatenate(list(texts.values())).tolist())
+
+
+def _signature_of(log):
+    kind = log.WhichOneof("log_type")
+    return getattr(log, kind).request.model_spec.signature_name
+
+
+def test_op_manifest_lists_the_tensorflow_text_ops(all_exports):
+    import tensorflow_text
+
+    for export in all_exports:
+        manifest = json.loads(
+            open(os.path.join(export.path, "assets.extra", "custom_ops.json")).read()
+        )
+        assert manifest["tensorflow_text_version"] == tensorflow_text.__version__
+        assert manifest["tensorflow_version"] == tf.__version__
+        ops = {entry["op"]: entry for entry in manifest["custom_ops"]}
+        # Our tokenizer's ops by design; no trimmer op (the packer trims with core ops).
+        assert {"FastWordpieceTokenizeWithOffsets", "NormalizeUTF8"} <= set(ops)
+        assert not any("Trim" in op for op in ops)
+        for entry in ops.values():
+            assert entry["package"] == "tensorflow-text"
+            library = os.path.join(
+                os.path.dirname(os.path.dirname(tensorflow_text.__file__)), entry["library"]
+            )
+            assert os.path.isfile(library)
+        assert manifest["libraries"] == sorted({entry["library"] for entry in ops.values()})
+        text = serving.ops.format_op_manifest(manifest)
+        for op in ops:
+            assert op in text
+        assert serving.ops.check_op_manifest(manifest) == []
+
+
+def test_versions_increment_existing_ones_are_refused_overwrite_replaces(
+    tmp_path, small_tokenizer, helpers
+):
+    task = tasks.create_task("glue/sst2", max_seq_length=16)
+    vocabulary = helpers.sentence_fixtures.VOCABULARY
+    model = helpers.randomize(task.build_model(helpers.tiny_encoder(len(vocabulary))), 7)
+    base = str(tmp_path / "base")
+    first = serving.export_saved_model(base, "sst2", task, model, small_tokenizer, verify=False)
+    assert first.version == 1
+    assert serving.existing_versions(os.path.join(base, "sst2")) == [1]
+    os.makedirs(os.path.join(base, "sst2", ".7.tmp-leftover"))  # ignored, as TF Serving does
+    second = serving.export_saved_model(base, "sst2", task, model, small_tokenizer, verify=False)
+    assert second.version == 2
+    marker = os.path.join(second.path, "assets.extra", "marker")
+    open(marker, "w").close()
+    with pytest.raises(FileExistsError, match="2 already exists.*overwrite"):
+        serving.export_saved_model(
+            base, "sst2", task, model, small_tokenizer, version=2, verify=False
+        )
+    assert os.path.exists(marker)  # untouched
+    helpers.randomize(model, 8)
+    replaced = serving.export_saved_model(
+        base, "sst2", task, model, small_tokenizer, version=2, overwrite=True, verify=False
+    )
+    assert not os.path.exists(marker)
+    served = serving.load_served_model(replaced.path)(sentence=np.array([b"good film"], object))
+    expected = task.serving_outputs(model, task.make_preprocessor(small_tokenizer))(
+        sentence=tf.constant(["good film"])
+    )
+    np.testing.assert_allclose(served["probabilities"], expected["probabilities"], atol=1e-5)
+    assert sorted(os.listdir(os.path.join(base, "sst2"))) == [".7.tmp-leftover", "1", "2"]
+    for bad in ("", ".hidden", "a/b", " x"):
+        with pytest.raises(ValueError, match="model_name"):
+            serving.export_saved_model(base, bad, task, model, small_tokenizer)
+    with pytest.raises(ValueError, match="version"):
+        serving.export_saved_model(base, "sst2", task, model, small_tokenizer, version=-1)
+    with pytest.raises(ValueError, match="warmup_inputs"):
+        serving.export_saved_model(
+            base, "sst2", task, model, small_tokenizer, warmup_inputs={"text": ["x"]}
+        )
+
+
+_KILLED_EXPORT = textwrap.dedent(
+    """
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("helpers", sys.argv[2])
+    helpers = importlib.util.module_from_spec(spec)
+    sys.modules["helpers"] = helpers
+    spec.loader.exec_module(helpers)
+    from keras_bert_zoo import serving, tasks
+    from keras_bert_zoo.text import BertTokenizer
+
+    sentence_fixtures, tiny_encoder = helpers.sentence_fixtures, helpers.tiny_encoder
+
+    task = tasks.create_task("glue/sst2", max_seq_length=16)
+    model = task.build_model(tiny_encoder(len(sentence_fixtures.VOCABULARY)))
+    tokenizer = BertTokenizer(sentence_fixtures.VOCABULARY, lowercase=True)
+    original = serving.warmup.write_warmup_records
+
+    def stall(*args, **kwargs):
+        path = original(*args, **kwargs)
+        print("WRITING", flush=True)
+        import time
+        time.sleep(600)
+        return path
+
+    serving.warmup.write_warmup_records = stall
+    serving.export_saved_model(sys.argv[1], "sst2", task, model, tokenizer)
+    """
+)
+
+
+def test_an_interrupted_export_leaves_no_version_tf_serving_would_load(tmp_path):
+    """A SIGKILL midway (SavedModel written, warmup being written) leaves only a
+    dot-named directory, which TF Serving's integer version scan skips."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    base = tmp_path / "base"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    process = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_EXPORT, str(base), os.path.join(here, "serving_helpers.py")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        line = b""
+        while b"WRITING" not in line and time.monotonic() < deadline:
+            line = process.stdout.readline()
+            if not line and process.poll() is not None:
+                break
+        assert b"WRITING" in line, "the export never reached the warmup records"
+        model_dir = base / "sst2"
+        entries = os.listdir(model_dir)
+        assert len(entries) == 1 and entries[0].startswith(".1.tmp-")
+        assert (model_dir / entries[0] / "saved_model.pb").exists()  # midway indeed
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    entries = os.listdir(base / "sst2")
+    assert [name for name in entries if not name.startswith(".")] == []
+    assert serving.existing_versions(str(base / "sst2")) == []
+    assert serving.next_version(str(base / "sst2")) == 1

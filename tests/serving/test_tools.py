@@ -1,0 +1,172 @@
+"""tools/export_saved_model.py and tools/saved_model_run.py, run in-process through
+their absl flags on a fine-tuned directory and on a pretrained checkpoint."""
+
+import ast
+import importlib.util
+import os
+import pathlib
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bert_zoo import serving, tasks
+from keras_bert_zoo.checkpoints import save_pretrained
+from keras_bert_zoo.models import BertPretrainer
+from keras_bert_zoo.text import BertTokenizer
+
+_TOOLS = pathlib.Path(__file__).resolve().parents[2] / "tools"
+
+
+def _tool(name):
+    spec = importlib.util.spec_from_file_location(f"kbz_tools_{name}", _TOOLS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def export_tool():
+    return _tool("export_saved_model")
+
+
+@pytest.fixture(scope="module")
+def run_tool():
+    return _tool("saved_model_run")
+
+
+def _run(tool, *args):
+    flags = tool.flags.FLAGS
+    try:
+        flags(["tool", *args])
+        tool.main(["tool"])
+    finally:
+        flags.unparse_flags()
+
+
+@pytest.fixture(scope="module")
+def finetuned_dir(tmp_path_factory, helpers):
+    root = tmp_path_factory.mktemp("finetuned")
+    data_dir = root / "data"
+    data_dir.mkdir()
+    rows = ["text\tlabel", "a good film\tpos", "a bad film\tneg"]
+    (data_dir / "train.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    task = tasks.create_task("text_classification", data_dir=str(data_dir), max_seq_length=16)
+    task.read("train")
+    vocabulary = helpers.sentence_fixtures.VOCABULARY
+    model = helpers.randomize(task.build_model(helpers.tiny_encoder(len(vocabulary))), 21)
+    tokenizer = BertTokenizer(vocabulary, lowercase=True)
+    tasks.save_finetuned(str(root / "run"), task, model, tokenizer)
+    return str(root / "run"), task, model, tokenizer
+
+
+def test_export_tool_then_run_tool_in_python_and_cpp(
+    tmp_path, finetuned_dir, export_tool, run_tool, cpp_runner, capsys
+):
+    directory, task, model, tokenizer = finetuned_dir
+    base = tmp_path / "exports"
+    warmup = tmp_path / "warmup.tsv"
+    warmup.write_text("a good film\nbad\n\n", encoding="utf-8")
+    _run(
+        export_tool,
+        f"--finetuned_dir={directory}",
+        f"--export_base={base}",
+        f"--warmup_file={warmup}",
+    )
+    printed = capsys.readouterr().out
+    assert f"exported version 1 to {base / 'text_classification' / '1'}" in printed
+    assert "signature serve_examples (tensorflow/serving/classify)" in printed
+    assert "FastWordpieceTokenizeWithOffsets" in printed and "tensorflow-text" in printed
+    assert "labels: neg, pos" in printed
+    _run(export_tool, f"--finetuned_dir={directory}", f"--export_base={base}")
+    assert serving.existing_versions(str(base / "text_classification")) == [1, 2]
+    with pytest.raises(FileExistsError, match="1 already exists"):
+        _run(export_tool, f"--finetuned_dir={directory}", f"--export_base={base}", "--version=1")
+    capsys.readouterr()
+
+    texts = ["a good film", "bad mess ! é"]
+    expected = task.serving_outputs(model, task.make_preprocessor(tokenizer))(
+        text=tf.constant(texts)
+    )
+    _run(
+        run_tool,
+        f"--saved_model={base / 'text_classification'}",
+        *(f"--input=text={t}" for t in texts),
+    )
+    printed = capsys.readouterr().out
+    assert f"SavedModel: {base / 'text_classification' / '2'}" in printed  # the highest
+    for row, label in enumerate(expected["label"].numpy()):
+        assert f"[{row}]" in printed
+        assert f"label: {label.decode()!r}" in printed
+    printed_probabilities = [
+        ast.literal_eval(line.split(": ", 1)[1])
+        for line in printed.splitlines()
+        if line.startswith("  probabilities: ")
+    ]
+    np.testing.assert_allclose(printed_probabilities, expected["probabilities"], atol=1e-6)
+    _run(
+        run_tool,
+        f"--saved_model={base / 'text_classification' / '1'}",
+        f"--cpp_runner={cpp_runner}",
+        *(f"--input=text={t}" for t in texts),
+    )
+    printed = capsys.readouterr().out
+    assert "answered by the C++ loader" in printed
+    for label in expected["label"].numpy():
+        assert f"label: {label.decode()!r}" in printed
+    _run(run_tool, f"--saved_model={base / 'text_classification'}", "--show_only")
+    printed = capsys.readouterr().out
+    assert "input  text" in printed and "this process can run it" in printed
+
+
+def test_export_tool_on_a_pretrained_checkpoint(tmp_path, export_tool, helpers, capsys):
+    vocabulary = helpers.sentence_fixtures.VOCABULARY
+    model = helpers.randomize(BertPretrainer(helpers.tiny_encoder(len(vocabulary))), 22)
+    vocab_file = tmp_path / "vocab.txt"
+    vocab_file.write_text("".join(f"{token}\n" for token in vocabulary), encoding="utf-8")
+    checkpoint = save_pretrained(model, str(tmp_path / "checkpoint"), vocab_file=str(vocab_file))
+    base = tmp_path / "exports"
+    _run(
+        export_tool,
+        f"--pretrained_dir={checkpoint}",
+        "--kind=masked_lm",
+        f"--export_base={base}",
+        "--model_name=mlm",
+        "--max_seq_length=24",
+        "--top_k=2",
+    )
+    assert "output fill_in_tokens" in capsys.readouterr().out
+    served = serving.load_served_model(str(base / "mlm" / "1"))
+    answer = served.answer(["the [MASK] sat on the mat"])[0]
+    assert answer["mask_count"] == 1 and len(answer["fill_in_tokens"][0]) == 2
+    # The checkpoint's MLM head is the model's: the same best fill-in.
+    word_ids = np.array(
+        [
+            [2]
+            + [vocabulary.index(w) for w in "the".split()]
+            + [4]
+            + [vocabulary.index(w) for w in "sat on the mat".split()]
+            + [3]
+        ]
+    )
+    logits = model.predict(
+        {
+            "input_word_ids": word_ids,
+            "input_mask": np.ones_like(word_ids),
+            "input_type_ids": np.zeros_like(word_ids),
+            "masked_lm_positions": np.array([[2]]),
+        },
+        verbose=0,
+    )["masked_lm_logits"]
+    assert answer["fill_in_tokens"][0][0] == vocabulary[int(np.argmax(logits[0, 0]))]
+
+    _run(
+        export_tool,
+        f"--pretrained_dir={checkpoint}",
+        "--kind=hub_encoder_pair",
+        f"--output_dir={tmp_path / 'hub'}",
+        "--max_seq_length=24",
+    )
+    assert sorted(os.listdir(tmp_path / "hub")) == ["encoder", "preprocessor"]
+    encoder = tf.saved_model.load(str(tmp_path / "hub" / "encoder"))
+    assert hasattr(encoder, "mlm")  # the checkpoint had its MLM head

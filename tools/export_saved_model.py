@@ -1,0 +1,130 @@
+"""Exports a model as a TF Serving SavedModel: raw text in, answers out.
+
+A fine-tuned model (the directory tools/run_finetuning.py writes: model.keras,
+vocab.txt, task.json) becomes EXPORT_BASE/MODEL_NAME/VERSION/ with the signatures
+serving_default (raw strings -> the task's answers), serve_ids (ids -> raw head
+outputs) and, for label or score answers, serve_examples (TF Serving's Classify /
+Regress APIs), warmup records and the list of tensorflow-text ops the server needs.
+A pretrained checkpoint exports as an encoder or a masked LM the same way, or as a
+TF Hub style preprocessor + encoder pair.
+
+Usage:
+  python tools/export_saved_model.py --finetuned_dir=runs/sst2 --export_base=exports
+  python tools/export_saved_model.py --pretrained_dir=uncased_L-12_H-768_A-12 \
+      --kind=masked_lm --export_base=exports --model_name=bert_mlm
+  python tools/export_saved_model.py --pretrained_dir=uncased_L-12_H-768_A-12 \
+      --kind=hub_encoder_pair --output_dir=hub/bert
+"""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from absl import app, flags  # noqa: E402
+
+from keras_bert_zoo import serving, tasks  # noqa: E402
+
+KINDS = ("task", "encoder", "masked_lm", "hub_encoder_pair")
+
+_FINETUNED_DIR = flags.DEFINE_string(
+    "finetuned_dir", None, "A fine-tuned model directory (model.keras, vocab.txt, task.json)."
+)
+_PRETRAINED_DIR = flags.DEFINE_string(
+    "pretrained_dir", None, "A Google or Hugging Face BERT checkpoint directory with vocab.txt."
+)
+_KIND = flags.DEFINE_enum(
+    "kind", None, KINDS, "What to export (default: task with --finetuned_dir, else encoder)."
+)
+_EXPORT_BASE = flags.DEFINE_string("export_base", None, "TF Serving base directory.")
+_MODEL_NAME = flags.DEFINE_string(
+    "model_name", None, "Model directory under --export_base (default: the task name)."
+)
+_VERSION = flags.DEFINE_integer("version", None, "Version number (default: highest + 1).")
+_OVERWRITE = flags.DEFINE_bool("overwrite", False, "Replace an existing version directory.")
+_WARMUP_FILE = flags.DEFINE_string(
+    "warmup_file",
+    None,
+    "UTF-8 TSV of warmup rows, one text field per column in the task's order "
+    "(default: built-in texts).",
+)
+_MAX_SEQ_LENGTH = flags.DEFINE_integer(
+    "max_seq_length", 128, "Packed length (pretrained kinds; a task keeps its own)."
+)
+_TOP_K = flags.DEFINE_integer("top_k", 5, "masked_lm: fill-ins per [MASK].")
+_TEXT_FIELDS = flags.DEFINE_list(
+    "text_fields", ["sentence"], "encoder / masked_lm: names of the 1-3 text inputs."
+)
+_ALLOW_PARTIAL = flags.DEFINE_bool(
+    "allow_partial", False, "masked_lm: accept a checkpoint without MLM head (left random)."
+)
+_OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "hub_encoder_pair: output directory.")
+
+
+def _warmup_rows(path):
+    with open(path, encoding="utf-8") as f:
+        rows = [line.rstrip("\n").split("\t") for line in f if line.strip("\n")]
+    if not rows:
+        raise app.UsageError(f"--warmup_file {path}: no rows")
+    return rows
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    if bool(_FINETUNED_DIR.value) == bool(_PRETRAINED_DIR.value):
+        raise app.UsageError("Give exactly one of --finetuned_dir and --pretrained_dir")
+    kind = _KIND.value or ("task" if _FINETUNED_DIR.value else "encoder")
+    if (kind == "task") != bool(_FINETUNED_DIR.value):
+        raise app.UsageError(f"--kind={kind} goes with --pretrained_dir, task with --finetuned_dir")
+
+    if kind == "hub_encoder_pair":
+        if not _OUTPUT_DIR.value:
+            raise app.UsageError("--kind=hub_encoder_pair needs --output_dir")
+        paths = serving.export_pretrained_hub_pair(
+            _PRETRAINED_DIR.value,
+            _OUTPUT_DIR.value,
+            seq_length=_MAX_SEQ_LENGTH.value,
+            overwrite=_OVERWRITE.value,
+            allow_partial=_ALLOW_PARTIAL.value,
+        )
+        for path in paths:
+            print(serving.describe_export(path))
+        return
+
+    if not _EXPORT_BASE.value:
+        raise app.UsageError("--export_base is required")
+    options = {"version": _VERSION.value, "overwrite": _OVERWRITE.value}
+    if kind == "task":
+        finetuned = tasks.load_finetuned(_FINETUNED_DIR.value)
+        fields = finetuned.task.text_fields
+        if _WARMUP_FILE.value:
+            options["warmup_inputs"] = serving.warmup_inputs_from_rows(
+                fields, _warmup_rows(_WARMUP_FILE.value), _WARMUP_FILE.value
+            )
+        exported = serving.export_finetuned(
+            finetuned, _EXPORT_BASE.value, _MODEL_NAME.value, **options
+        )
+    else:
+        if not _MODEL_NAME.value:
+            raise app.UsageError(f"--kind={kind} needs --model_name")
+        if _WARMUP_FILE.value:
+            options["warmup_inputs"] = serving.warmup_inputs_from_rows(
+                _TEXT_FIELDS.value, _warmup_rows(_WARMUP_FILE.value), _WARMUP_FILE.value
+            )
+        exported = serving.export_pretrained(
+            _PRETRAINED_DIR.value,
+            _EXPORT_BASE.value,
+            _MODEL_NAME.value,
+            kind,
+            max_seq_length=_MAX_SEQ_LENGTH.value,
+            top_k=_TOP_K.value,
+            text_fields=tuple(_TEXT_FIELDS.value),
+            allow_partial=_ALLOW_PARTIAL.value,
+            **options,
+        )
+    print(f"exported version {exported.version} to {exported.path}")
+    print(serving.describe_export(exported.path))
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,107 @@
+"""Prints an export's signatures and the ops it needs, and answers raw text with it.
+
+Like `saved_model_cli show` + `run`, but the inputs are strings: each --input gives
+one text of a field (repeat a field for a batch), or --input_file a TSV with the
+field names on its first line. The answers come from the SavedModel loaded with
+tf.saved_model.load, or from the C++ TF Serving loader program with --cpp_runner
+(build it with --build_cpp_runner=PATH).
+
+Usage:
+  python tools/saved_model_run.py --saved_model=exports/sst2 \
+      --input="sentence=a gripping, funny film" --input="sentence=a tedious mess"
+  python tools/saved_model_run.py --saved_model=exports/squad/3 \
+      --input="question=Who won?" --input="context=Ada won the race in 1842."
+  python tools/saved_model_run.py --saved_model=exports/sst2 --show_only
+"""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from absl import app, flags  # noqa: E402
+
+from keras_bert_zoo import serving  # noqa: E402
+
+_SAVED_MODEL = flags.DEFINE_string(
+    "saved_model", None, "A version directory, or a model directory (highest version)."
+)
+_SIGNATURE = flags.DEFINE_string("signature", "serving_default", "Signature to run.")
+_INPUT = flags.DEFINE_multi_string(
+    "input", [], "FIELD=TEXT; repeat a field for more rows (in order)."
+)
+_INPUT_FILE = flags.DEFINE_string(
+    "input_file", None, "UTF-8 TSV: the field names, then one row per line."
+)
+_SHOW_ONLY = flags.DEFINE_bool("show_only", False, "Print the signatures and ops only.")
+_CPP_RUNNER = flags.DEFINE_string(
+    "cpp_runner", None, "Run through this compiled C++ loader program instead of Python."
+)
+_BUILD_CPP_RUNNER = flags.DEFINE_string(
+    "build_cpp_runner", None, "Compile the C++ loader program to this path (g++), then use it."
+)
+
+
+def _inputs():
+    columns = {}
+    for item in _INPUT.value:
+        field, separator, text = item.partition("=")
+        if not separator or not field:
+            raise app.UsageError(f"--input={item!r}: expected FIELD=TEXT")
+        columns.setdefault(field, []).append(text)
+    if _INPUT_FILE.value:
+        with open(_INPUT_FILE.value, encoding="utf-8") as f:
+            lines = [line.rstrip("\n") for line in f if line.strip("\n")]
+        if len(lines) < 2:
+            raise app.UsageError(f"--input_file {_INPUT_FILE.value}: a header and rows needed")
+        header = lines[0].split("\t")
+        for number, line in enumerate(lines[1:], start=2):
+            cells = line.split("\t")
+            if len(cells) != len(header):
+                raise app.UsageError(
+                    f"{_INPUT_FILE.value}:{number}: {len(cells)} columns, header has {len(header)}"
+                )
+            for field, cell in zip(header, cells, strict=True):
+                columns.setdefault(field, []).append(cell)
+    lengths = {field: len(values) for field, values in columns.items()}
+    if len(set(lengths.values())) > 1:
+        raise app.UsageError(f"Every field needs the same number of texts: {lengths}")
+    return columns
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    if not _SAVED_MODEL.value:
+        raise app.UsageError("--saved_model is required")
+    path = serving.resolve_version_dir(_SAVED_MODEL.value)
+    print(serving.describe_export(path))
+    if _SHOW_ONLY.value:
+        return
+    inputs = _inputs()
+    if not inputs:
+        raise app.UsageError("Give --input=FIELD=TEXT (or --input_file) to run a request")
+    runner = _CPP_RUNNER.value
+    if _BUILD_CPP_RUNNER.value:
+        runner = serving.native.compile_runner(_BUILD_CPP_RUNNER.value)
+    print(f"\nrequest: {_SIGNATURE.value} on {len(next(iter(inputs.values())))} row(s)")
+    if runner:
+        manifest = serving.ops.read_op_manifest(path)
+        outputs = serving.native.run_saved_model(
+            runner,
+            path,
+            inputs,
+            signature=_SIGNATURE.value,
+            op_libraries=serving.ops.library_paths(manifest),
+        )
+        print(f"answered by the C++ loader {runner}")
+    else:
+        served = serving.load_served_model(path, _SIGNATURE.value)
+        missing = sorted(set(served.function.structured_input_signature[1]) - set(inputs))
+        if missing:
+            raise app.UsageError(f"Signature {_SIGNATURE.value} also needs the input(s) {missing}")
+        outputs = served(**inputs)
+    print(serving.format_answers(outputs))
+
+
+if __name__ == "__main__":
+    app.run(main)
