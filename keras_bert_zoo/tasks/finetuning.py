@@ -1209,6 +1209,10 @@ class DemoResult:
         answers: `(sentence, label, probability)` for each raw sentence.
         seconds: wall time of the whole job.
         output_dir: where its files are.
+        exported: the TF Serving SavedModel (`serving.ExportedModel`) under
+            `output_dir/serving/`.
+        served_answers: the export's answers for the raw sentences (dicts with
+            `label`, `label_id`, `probabilities`), from the SavedModel loaded back.
     """
 
     finetuning: FinetuningResult
@@ -1217,6 +1221,8 @@ class DemoResult:
     answers: list[tuple[str, str, float]]
     seconds: float
     output_dir: str
+    exported: Any = None
+    served_answers: list[dict] = dataclasses.field(default_factory=list)
 
 
 def answer_sentences(task, model, preprocessor, sentences, batch_size=32):
@@ -1271,6 +1277,13 @@ def run_demo(
     answers = answer_sentences(task, result.model, result.preprocessor, sentences)
     if temporary:
         shutil.rmtree(os.path.join(config.output_dir, "checkpoints"), ignore_errors=True)
+    # The answers users get in production come from the SavedModel TF Serving loads, so
+    # the main job exports one and asks it, not the Keras model, in raw text.
+    from keras_bert_zoo import serving
+
+    exported, served_answers = serving.export_and_answer(
+        result.exports["keras"], os.path.join(config.output_dir, "serving"), list(sentences)
+    )
     seconds = time.time() - start
 
     for entry in result.eval_history:
@@ -1285,8 +1298,24 @@ def run_demo(
         f"wall time: {seconds:.1f} s (training {result.training_seconds:.1f} s, "
         f"{os.cpu_count()} CPU cores visible)"
     )
-    say("answers:")
-    for sentence, label, probability in answers:
-        say(f"  {label:>4} {probability:.3f}  {sentence}")
+    say(f"exported for TF Serving: {exported.path}")
+    say("answers served by the export (loaded back, raw text in):")
+    for sentence, served in zip(sentences, served_answers, strict=True):
+        probability = max(served["probabilities"])
+        say(f"  {served['label']:>4} {probability:.3f}  {sentence}")
+    difference = max(
+        abs(max(served["probabilities"]) - probability)
+        for (_, _, probability), served in zip(answers, served_answers, strict=True)
+    )
+    agree = all(
+        served["label"] == label
+        for (_, label, _), served in zip(answers, served_answers, strict=True)
+    )
+    say(
+        f"  same labels as the in-memory Keras model: {'yes' if agree else 'NO'}; "
+        f"largest probability difference {difference:.1e}"
+    )
     say(f"fine-tuned model: {result.exports.get('keras')}")
-    return DemoResult(result, accuracy, num_heldout, answers, seconds, config.output_dir)
+    return DemoResult(
+        result, accuracy, num_heldout, answers, seconds, config.output_dir, exported, served_answers
+    )

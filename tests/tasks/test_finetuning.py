@@ -335,9 +335,19 @@ def test_main_job_path_on_pang_lee_and_transformers_reads_the_export(
     assert [entry["step"] for entry in result.eval_history] == [9, 18, 27, 28]
     assert f"held-out accuracy: {demo.accuracy:.3f} on 50 sentences" in text
     assert "wall time:" in text
-    for sentence, label, probability in demo.answers:
+    # The printed answers come from the TF Serving export, loaded back: they agree with
+    # the in-memory Keras model on the same raw sentences.
+    assert os.path.isfile(os.path.join(demo.exported.path, "saved_model.pb"))
+    assert demo.exported.path.startswith(str(output_dir / "serving" / "text_classification"))
+    assert len(demo.served_answers) == len(demo.answers) > 0
+    for (sentence, label, probability), served in zip(
+        demo.answers, demo.served_answers, strict=True
+    ):
         assert label in ("neg", "pos") and 0.5 <= probability <= 1.0
-        assert f"{label:>4} {probability:.3f}  {sentence}" in text
+        assert served["label"] == label
+        assert served["probabilities"][served["label_id"]] == pytest.approx(probability, abs=1e-5)
+        assert f"{label:>4} {max(served['probabilities']):.3f}  {sentence}" in text
+    assert "same labels as the in-memory Keras model: yes" in text
     heldout = result.task.read("dev")
     records = _read_jsonl(output_dir / "predictions" / "predictions_dev.jsonl")
     assert [r["text"]["text"] for r in records] == [e.texts[0] for e in heldout]
