@@ -8,6 +8,7 @@ exists at fork time) saves each worker several CPU seconds of start-up.
 import tensorflow  # noqa: F401
 
 from keras_bert_zoo.pretraining import creator  # noqa: F401
-from keras_bert_zoo.text import tokenizer
+from keras_bert_zoo.text import unicode_tables
 
-tokenizer._character_classes()
+# Pure Python (lowercase_fixups runs TF ops, so each worker computes it itself).
+unicode_tables.unicode_tables()
