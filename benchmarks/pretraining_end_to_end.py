@@ -19,7 +19,9 @@ It prints the curve (step, held-out masked-LM accuracy and loss, NSP accuracy), 
 most-frequent-token baseline (the held-out accuracy of always predicting the masked
 token most frequent in the training records' labels) and the majority-class NSP
 baseline, and the pass criterion: masked-LM accuracy at least `--min_mlm_gain` above
-the baseline and NSP accuracy at least `--min_nsp_accuracy`.
+the baseline and NSP balanced accuracy (the mean of the accuracies on is-next and on
+random-next pairs, 0.5 for any constant answer: a few held-out articles give unbalanced
+pairs) at least `--min_nsp_accuracy`.
 
 Usage:
     python benchmarks/pretraining_end_to_end.py            # ~5-8 min of training on CPU
@@ -51,7 +53,7 @@ DUMP_NAME = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz
 
 _QUICK = flags.DEFINE_bool("quick", False, "Smoke run: 30 articles, 60 steps.")
 _TRAIN_STEPS = flags.DEFINE_integer(
-    "train_steps", 2000, "Optimizer steps (the default is about 5-8 minutes on 2 idle CPU cores)."
+    "train_steps", 1500, "Optimizer steps (the default is about 5-8 minutes on 2 idle CPU cores)."
 )
 _EVAL_EVERY = flags.DEFINE_integer("eval_every", 250, "Steps between held-out evaluations.")
 _BATCH_SIZE = flags.DEFINE_integer("train_batch_size", 32, "Sequences per step.")
@@ -64,7 +66,10 @@ _MIN_MLM_GAIN = flags.DEFINE_float(
     "min_mlm_gain", 0.05, "Pass: held-out MLM accuracy at least this far above the baseline."
 )
 _MIN_NSP_ACCURACY = flags.DEFINE_float(
-    "min_nsp_accuracy", 0.6, "Pass: held-out NSP accuracy at least this."
+    "min_nsp_accuracy",
+    0.6,
+    "Pass: held-out NSP balanced accuracy (the mean of the accuracies on is-next and on "
+    "random-next pairs; 0.5 for any constant answer) at least this.",
 )
 _WORK_DIR = flags.DEFINE_string("work_dir", None, "Directory for everything (default: a temp dir).")
 
@@ -201,7 +206,7 @@ def main(argv):
     nsp_baseline = max(heldout_nsp.values()) / sum(heldout_nsp.values())
     say(
         f"Most-frequent-token baseline: always {tokens[most_frequent]!r} -> held-out MLM "
-        f"accuracy {baseline:.4f}; majority-class NSP baseline {nsp_baseline:.4f}"
+        f"accuracy {baseline:.4f}; majority-class NSP baseline {nsp_baseline:.4f} (balanced: 0.5)"
     )
 
     config_file = os.path.join(work_dir, "bert_config.json")
@@ -237,12 +242,13 @@ def main(argv):
 
     say()
     say("Held-out curve (bert_tiny from scratch):")
-    say(f"{'step':>7} {'MLM acc':>8} {'MLM loss':>9} {'NSP acc':>8} {'NSP loss':>9}")
+    say(f"{'step':>7} {'MLM acc':>8} {'MLM loss':>9} {'NSP acc':>8} {'NSP bal':>8} {'NSP loss':>9}")
     for entry in result.eval_history:
         r = entry["results"]
         say(
             f"{entry['step']:>7} {r['masked_lm_accuracy']:>8.4f} {r['masked_lm_loss']:>9.4f} "
-            f"{r['next_sentence_accuracy']:>8.4f} {r['next_sentence_loss']:>9.4f}"
+            f"{r['next_sentence_accuracy']:>8.4f} {r['next_sentence_balanced_accuracy']:>8.4f} "
+            f"{r['next_sentence_loss']:>9.4f}"
         )
     final = result.eval_results
     training = result.training
@@ -252,7 +258,8 @@ def main(argv):
     say(
         f"Final (step {result.step}): MLM accuracy {final['masked_lm_accuracy']:.4f} "
         f"(+{final['masked_lm_accuracy'] - baseline:.4f} over the baseline), NSP accuracy "
-        f"{final['next_sentence_accuracy']:.4f}; {len(heldout_files)} "
+        f"{final['next_sentence_accuracy']:.4f}, balanced "
+        f"{final['next_sentence_balanced_accuracy']:.4f}; {len(heldout_files)} "
         f"held-out file(s), {int(final['masked_lm_predictions'])} masked positions, "
         f"{int(final['sequences'])} sequences"
     )
@@ -263,10 +270,11 @@ def main(argv):
     )
     passed = (
         final["masked_lm_accuracy"] >= baseline + _MIN_MLM_GAIN.value
-        and final["next_sentence_accuracy"] >= _MIN_NSP_ACCURACY.value
+        and final["next_sentence_balanced_accuracy"] >= _MIN_NSP_ACCURACY.value
     )
     say(
-        f"PASS criterion (MLM accuracy >= baseline + {_MIN_MLM_GAIN.value}, NSP accuracy >= "
+        f"PASS criterion (MLM accuracy >= baseline + {_MIN_MLM_GAIN.value}, NSP balanced "
+        "accuracy >= "
         f"{_MIN_NSP_ACCURACY.value}): {'PASS' if passed else 'FAIL'}"
         + (" (a --quick run is too short to be judged)" if quick else "")
     )

@@ -659,6 +659,7 @@ def _evaluation_step(model):
             nsp_labels, nsp_logits, from_logits=True
         )
         nsp_correct = tf.cast(tf.equal(tf.argmax(nsp_logits, -1), nsp_labels), tf.float32)
+        is_next = tf.cast(tf.equal(nsp_labels, 0), tf.float32)
         return tf.stack(
             [
                 tf.reduce_sum(nll * weights),
@@ -667,6 +668,8 @@ def _evaluation_step(model):
                 tf.reduce_sum(nsp_nll),
                 tf.reduce_sum(nsp_correct),
                 tf.cast(tf.size(nsp_labels), tf.float32),
+                tf.reduce_sum(nsp_correct * is_next),
+                tf.reduce_sum(is_next),
             ]
         )
 
@@ -680,24 +683,36 @@ def evaluate_pretraining(model, dataset, steps: int = 0) -> dict[str, float]:
     `dataset` yields `(x, y)` as `data.pretraining_dataset(..., split_labels=True)`.
     Returns `masked_lm_accuracy` and `masked_lm_loss` (means over real predictions,
     weighted by `masked_lm_weights`), `next_sentence_accuracy`, `next_sentence_loss`
-    (means over sequences), `loss` (their sum) and the counts `masked_lm_predictions`
-    and `sequences`.
+    (means over sequences), `next_sentence_balanced_accuracy` (the mean of the accuracy
+    on "is next" pairs and on "random next" pairs), `loss` (the two losses' sum) and
+    the counts `masked_lm_predictions` and `sequences`.
     """
     batch_sums = _evaluation_step(model)
     if steps:
         dataset = dataset.take(steps)
-    totals = np.zeros(6, np.float64)
+    totals = np.zeros(8, np.float64)
     for x, y in dataset:
         totals += batch_sums(x, y).numpy()
-    nll, correct, weight, nsp_nll, nsp_correct, sequences = totals
+    nll, correct, weight, nsp_nll, nsp_correct, sequences, correct_is_next, is_next = totals
     if sequences == 0:
         raise ValueError("The evaluation data gave no batch")
+    # Accuracy within each NSP class, averaged: a constant answer scores 0.5 however
+    # unbalanced the held-out pairs are (a small held-out set often is).
+    recalls = [
+        hits / count
+        for hits, count in (
+            (correct_is_next, is_next),
+            (nsp_correct - correct_is_next, sequences - is_next),
+        )
+        if count
+    ]
     masked_lm_loss = nll / weight if weight else float("nan")
     next_sentence_loss = nsp_nll / sequences
     return {
         "masked_lm_accuracy": float(correct / weight) if weight else float("nan"),
         "masked_lm_loss": float(masked_lm_loss),
         "next_sentence_accuracy": float(nsp_correct / sequences),
+        "next_sentence_balanced_accuracy": float(np.mean(recalls)),
         "next_sentence_loss": float(next_sentence_loss),
         "loss": float(masked_lm_loss + next_sentence_loss),
         "masked_lm_predictions": float(weight),

@@ -163,6 +163,7 @@ def test_eval_metrics_match_a_numpy_restatement(phase1, data):
     )
     ours = evaluate_pretraining(phase1.model, dataset)
     nll_sum = correct_sum = weight_sum = nsp_nll_sum = nsp_correct = sequences = 0.0
+    all_labels, all_guesses = [], []
     for x, y in dataset:
         out = phase1.model(x, training=False)
         logits = np.asarray(out["masked_lm_logits"], np.float64)
@@ -179,6 +180,8 @@ def test_eval_metrics_match_a_numpy_restatement(phase1, data):
         labels = y["next_sentence_labels"].numpy()
         nsp_nll_sum += -nsp_log[np.arange(len(labels)), labels].sum()
         nsp_correct += (nsp.argmax(-1) == labels).sum()
+        all_labels.append(labels)
+        all_guesses.append(nsp.argmax(-1))
         sequences += len(labels)
     assert ours["sequences"] == sequences
     assert ours["masked_lm_predictions"] == weight_sum
@@ -186,6 +189,12 @@ def test_eval_metrics_match_a_numpy_restatement(phase1, data):
     assert ours["masked_lm_loss"] == pytest.approx(nll_sum / weight_sum, rel=1e-5)
     assert ours["next_sentence_accuracy"] == pytest.approx(nsp_correct / sequences, abs=1e-6)
     assert ours["next_sentence_loss"] == pytest.approx(nsp_nll_sum / sequences, rel=1e-5)
+    from sklearn.metrics import balanced_accuracy_score
+
+    assert ours["next_sentence_balanced_accuracy"] == pytest.approx(
+        balanced_accuracy_score(np.concatenate(all_labels), np.concatenate(all_guesses)),
+        abs=1e-6,
+    )
 
 
 def test_resume_continues_from_the_checkpoint(phase1, data, tmp_path):
