@@ -966,6 +966,8 @@ def run_pretraining(config: PretrainingConfig) -> PretrainingResult:
             raise
         last.update(step=step, results=results)
         run_history.append({"step": step, "results": results})
+        if not trainer.is_chief:  # every worker evaluates; the chief writes
+            return results
         write_json_atomically(
             os.path.join(output_dir, EVAL_RESULTS_FILE),
             _json_safe(
@@ -1010,7 +1012,7 @@ def run_pretraining(config: PretrainingConfig) -> PretrainingResult:
         eval_results=dict(last.get("results", {})),
         eval_history=history_so_far(),
     )
-    for export_format in config.export_formats:
+    for export_format in config.export_formats if trainer.is_chief else ():
         path = os.path.join(output_dir, EXPORT_DIRS[export_format])
         result.exports[export_format] = export_pretrained(model, path, export_format, vocab_file)
         logger.info("Wrote the %s layout with the MLM and NSP heads to %s", export_format, path)
