@@ -300,6 +300,23 @@ def test_an_export_initializes_a_longer_model(phase1):
         copy_pretraining_weights(source.load(), narrower)
 
 
+def test_an_encoder_only_checkpoint_initializes_the_encoder(phase1, tmp_path):
+    from keras_bert_zoo.checkpoints import save_pretrained
+    from keras_bert_zoo.models import BertEncoder, BertPretrainer
+    from keras_bert_zoo.pretraining.run import _checkpoint_source, copy_pretraining_weights
+
+    directory = save_pretrained(phase1.model.encoder, tmp_path / "bert", format="huggingface")
+    source = _checkpoint_source(directory)
+    target = BertPretrainer(BertEncoder.from_bert_config(source.bert_config))
+    heads_before = [v.numpy().copy() for v in target.next_sentence_head.weights]
+    copy_pretraining_weights(source.load(), target)
+    for old, new in zip(phase1.model.encoder.weights, target.encoder.weights, strict=True):
+        np.testing.assert_array_equal(old.numpy(), new.numpy(), err_msg=new.path)
+    # No head in the checkpoint: the heads keep their fresh initialization.
+    for before, after in zip(heads_before, target.next_sentence_head.weights, strict=True):
+        np.testing.assert_array_equal(before, after.numpy())
+
+
 # === Export ===
 
 
