@@ -1,4 +1,4 @@
-"""Pretrains BERT (masked LM + next sentence prediction), google-research/bert's recipe.
+r"""Pretrains BERT (masked LM + next sentence prediction), google-research/bert's recipe.
 
 Reads pretraining TFRecords (ours from tools/create_pretraining_data.py, or the
 original's), or masks on the fly (--input_mode=remask_records | dynamic_text), trains
@@ -9,11 +9,11 @@ heads in the google-research/bert and Hugging Face layouts. All logic lives in
 keras_bert_zoo/pretraining/run.py.
 
 Usage (the paper's two phases: 90% of the steps at 128 tokens, then 512):
-  python tools/run_pretraining.py --input_file='data128/train-*.tfrecord' \
+  python tools/run_pretraining.py --input_file='data128/train.tfrecord-*' \
       --eval_input_file=data128/heldout.tfrecord --preset=bert_base_uncased \
       --vocab_file=vocab.txt --output_dir=/tmp/phase1 --train_batch_size=256 \
       --num_train_steps=900000 --num_warmup_steps=10000 --learning_rate=1e-4
-  python tools/run_pretraining.py --input_file='data512/train-*.tfrecord' \
+  python tools/run_pretraining.py --input_file='data512/train.tfrecord-*' \
       --eval_input_file=data512/heldout.tfrecord --init_checkpoint=/tmp/phase1 \
       --max_seq_length=512 --output_dir=/tmp/phase2 --train_batch_size=256 \
       --num_train_steps=100000 --num_warmup_steps=1000 --learning_rate=1e-4
