@@ -197,16 +197,22 @@ def test_eval_metrics_match_a_numpy_restatement(phase1, data):
     )
 
 
-def test_resume_continues_from_the_checkpoint(phase1, data, tmp_path):
+def test_resume_from_a_checkpoint_ends_as_the_uninterrupted_run(phase1, data, tmp_path):
+    # phase1 as a run killed after its step-20 checkpoint: the newest checkpoint gone.
     output_dir = tmp_path / "resumed"
     shutil.copytree(phase1.config.output_dir, output_dir)
-    resumed = run_pretraining(_config(data, output_dir, num_train_steps=PHASE1_STEPS + 10))
-    assert resumed.training.restored_step == PHASE1_STEPS
-    assert resumed.step == PHASE1_STEPS + 10 and len(resumed.training.losses) == 10
-    # It continued from the trained weights, not from a fresh start.
-    assert resumed.training.losses[0] < phase1.training.losses[0] - 0.5
+    shutil.rmtree(output_dir / "checkpoints" / "ckpt-00000030")
+    for name in ("export_google", "export_huggingface"):
+        shutil.rmtree(output_dir / name)
+    resumed = run_pretraining(_config(data, output_dir))
+    assert resumed.training.restored_step == 20 and resumed.step == PHASE1_STEPS
+    # Same weights, optimizer state and input position: the same last 10 steps, bitwise.
+    np.testing.assert_array_equal(resumed.training.losses, phase1.training.losses[20:])
+    for old, new in zip(phase1.model.weights, resumed.model.weights, strict=True):
+        np.testing.assert_array_equal(old.numpy(), new.numpy(), err_msg=new.path)
     history = json.loads((output_dir / "eval_results.json").read_text())["history"]
-    assert [entry["step"] for entry in history] == [15, 30, 40]
+    assert [entry["step"] for entry in history] == [15, 30]
+    assert (output_dir / "export_huggingface" / "model.safetensors").is_file()
 
 
 def test_dynamic_text_and_remasked_records_train(data, tmp_path):
