@@ -5,6 +5,8 @@
   core, streaming (``tools/create_pretraining_data.py`` is its command line).
 * ``dynamic_pretraining_dataset`` / ``remasked_pretraining_dataset`` (``dynamic``):
   the same batches built on the fly in ``tf.data`` with new masks every epoch.
+* ``run_pretraining`` (``run``): trains a ``BertPretrainer`` on either, evaluates on
+  held-out records and exports with the MLM/NSP heads (``tools/run_pretraining.py``).
 * Building blocks: ``corpus`` (streaming readers, format detection), ``wikitext``
   (markup stripping, sentence splitting), ``instances`` (NSP pairs, packing, masking,
   padding as TF ops), ``writer`` (record encoding, atomic sharded writing).
@@ -25,6 +27,11 @@ from keras_bert_zoo.pretraining.instances import (
     create_pretraining_instances,
     create_segment_pairs,
 )
+from keras_bert_zoo.pretraining.run import (
+    PretrainingConfig,
+    PretrainingResult,
+    run_pretraining,
+)
 from keras_bert_zoo.pretraining.wikitext import (
     clean_wikitext,
     split_sentences,
@@ -40,6 +47,8 @@ __all__ = [
     "CorpusError",
     "CreationConfig",
     "CreationSummary",
+    "PretrainingConfig",
+    "PretrainingResult",
     "ShardedRecordWriter",
     "clean_wikitext",
     "create_pretraining_data",
@@ -49,6 +58,7 @@ __all__ = [
     "encode_pretraining_examples",
     "export_sentences",
     "remasked_pretraining_dataset",
+    "run_pretraining",
     "split_sentences",
     "verify_pretraining_records",
     "wikitext_to_sentences",

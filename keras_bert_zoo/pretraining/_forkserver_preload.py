@@ -8,7 +8,11 @@ exists at fork time) saves each worker several CPU seconds of start-up.
 import tensorflow  # noqa: F401
 
 from keras_bert_zoo.pretraining import creator  # noqa: F401
-from keras_bert_zoo.text import unicode_tables
+from keras_bert_zoo.text import (
+    tokenizer,  # noqa: F401
+    unicode_tables,
+)
 
-# Pure Python (lowercase_fixups runs TF ops, so each worker computes it itself).
+# The tokenizer's pure-Python Unicode tables (cached per process). Not
+# `lowercase_fixups()`: it runs a TensorFlow op, which would start the runtime here.
 unicode_tables.unicode_tables()

@@ -1,0 +1,419 @@
+"""The pretraining runner (`keras_bert_zoo.pretraining.run`) on a tiny model.
+
+One phase-1 run (records made by our creator from the synthetic corpus, L=2, H=32,
+64 positions) is shared by the module; the other tests resume it, extend it to 128
+positions (phase 2), export it, or feed the runner other inputs. References: a numpy
+restatement of the evaluation metrics, `transformers.BertForPreTraining` for the
+Hugging Face export, the port of the original creator for foreign records (see
+tests/tools/test_run_pretraining_tool.py).
+"""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+from pretraining_synthetic import SYLLABLES, VOCAB, write_corpus
+
+from keras_bert_zoo.pretraining import CreationConfig, create_pretraining_data
+from keras_bert_zoo.pretraining.run import (
+    PretrainingConfig,
+    evaluate_pretraining,
+    extend_position_embeddings,
+    inspect_records,
+    run_pretraining,
+)
+
+PHASE1_STEPS = 30
+SEQ = 64
+PREDICTIONS = 10
+TINY = {
+    "vocab_size": len(VOCAB),
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+    "max_position_embeddings": SEQ,
+    "type_vocab_size": 2,
+    "initializer_range": 0.02,
+}
+
+
+def cyclic_documents(num_documents, seed):
+    """Documents whose sentences walk the syllables in a fixed cycle, each sentence going
+    on where the previous one stopped: a masked word is its left neighbour's successor
+    and "is next" pairs continue the cycle, so a tiny model learns both objectives in
+    a few dozen steps (the random-word corpus of the other tests has nothing to learn)."""
+    rng = np.random.default_rng(seed)
+    documents = []
+    for _ in range(num_documents):
+        position = int(rng.integers(len(SYLLABLES)))
+        sentences = []
+        for _ in range(int(rng.integers(2, 8))):
+            length = int(rng.integers(4, 12))
+            words = [SYLLABLES[(position + i) % len(SYLLABLES)] for i in range(length)]
+            position += length
+            sentences.append(" ".join(words) + " .")
+        documents.append(sentences)
+    return documents
+
+
+def _records(directory, corpus_file, vocab_file, seq, predictions, shards=2, dupe=2):
+    os.makedirs(directory, exist_ok=True)
+    create_pretraining_data(
+        corpus_file,
+        f"{directory}/records.tfrecord@{shards}",
+        CreationConfig(
+            vocab_file=vocab_file,
+            max_seq_length=seq,
+            max_predictions_per_seq=predictions,
+            dupe_factor=dupe,
+            chunk_chars=20_000,
+        ),
+        num_workers=0,
+        progress_interval=1e9,
+    )
+    return f"{directory}/records.tfrecord-*"
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory, vocab_file):
+    root = tmp_path_factory.mktemp("run_pretraining_data")
+    corpus_file = write_corpus(root / "train.txt", cyclic_documents(120, seed=1))
+    heldout_corpus = write_corpus(root / "heldout.txt", cyclic_documents(30, seed=7))
+    config_file = root / "bert_config.json"
+    config_file.write_text(json.dumps(TINY), encoding="utf-8")
+    return {
+        "train": _records(root / "train64", corpus_file, vocab_file, SEQ, PREDICTIONS),
+        "heldout": _records(root / "heldout64", heldout_corpus, vocab_file, SEQ, PREDICTIONS, 1),
+        "train128": _records(root / "train128", corpus_file, vocab_file, 128, 20, 1, 1),
+        "bert_config_file": str(config_file),
+        "vocab_file": vocab_file,
+        "corpus_file": corpus_file,
+        "root": root,
+    }
+
+
+def _config(data, output_dir, **overrides):
+    settings = dict(
+        input_file=data["train"],
+        eval_input_file=data["heldout"],
+        eval_steps=0,
+        eval_batch_size=32,
+        bert_config_file=data["bert_config_file"],
+        vocab_file=data["vocab_file"],
+        output_dir=str(output_dir),
+        num_train_steps=PHASE1_STEPS,
+        num_warmup_steps=3,
+        learning_rate=5e-3,
+        decay_from_step_zero=False,
+        lr_schedule="constant",
+        train_batch_size=16,
+        steps_per_loop=5,
+        checkpoint_every=10,
+        eval_every=15,
+        shuffle_buffer=200,
+        progress="none",
+    )
+    settings.update(overrides)
+    return PretrainingConfig(**settings)
+
+
+@pytest.fixture(scope="module")
+def phase1(data, tmp_path_factory):
+    output_dir = tmp_path_factory.mktemp("phase1")
+    return run_pretraining(_config(data, output_dir))
+
+
+# === Training ===
+
+
+def test_loss_falls_and_everything_is_written(phase1):
+    losses = phase1.training.losses
+    assert len(losses) == PHASE1_STEPS and np.all(np.isfinite(losses))
+    assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.5, losses
+    # Training metrics of the model reach the log and TensorBoard.
+    assert {"masked_lm_accuracy", "next_sentence_accuracy"} <= set(phase1.training.history[-1])
+    output_dir = phase1.config.output_dir
+    for name in ("bert_config.json", "vocab.txt", "eval_results.json", "train", "eval"):
+        assert os.path.exists(os.path.join(output_dir, name)), name
+    saved = json.loads(open(os.path.join(output_dir, "eval_results.json")).read())
+    assert saved["step"] == PHASE1_STEPS
+    assert [entry["step"] for entry in saved["history"]] == [15, 30]
+    assert saved["results"]["masked_lm_accuracy"] == pytest.approx(
+        phase1.eval_results["masked_lm_accuracy"]
+    )
+    # A trained MLM beats the uniform guess over the vocabulary by far.
+    assert phase1.eval_results["masked_lm_accuracy"] > 3 / len(VOCAB)
+
+
+def test_eval_metrics_match_a_numpy_restatement(phase1, data):
+    from keras_bert_zoo.data.pretraining import pretraining_dataset
+
+    dataset = pretraining_dataset(
+        sorted(inspect_records(data["heldout"]).files),
+        7,  # a last partial batch, so the weighting across batches is exercised
+        max_seq_length=SEQ,
+        max_predictions_per_seq=PREDICTIONS,
+        split_labels=True,
+    )
+    ours = evaluate_pretraining(phase1.model, dataset)
+    nll_sum = correct_sum = weight_sum = nsp_nll_sum = nsp_correct = sequences = 0.0
+    all_labels, all_guesses = [], []
+    for x, y in dataset:
+        out = phase1.model(x, training=False)
+        logits = np.asarray(out["masked_lm_logits"], np.float64)
+        log_probs = logits - logits.max(-1, keepdims=True)
+        log_probs -= np.log(np.exp(log_probs).sum(-1, keepdims=True))
+        ids = y["masked_lm_ids"].numpy()
+        weights = y["masked_lm_weights"].numpy().astype(np.float64)
+        nll = -np.take_along_axis(log_probs, ids[..., None], -1)[..., 0]
+        nll_sum += (nll * weights).sum()
+        correct_sum += ((logits.argmax(-1) == ids) * weights).sum()
+        weight_sum += weights.sum()
+        nsp = np.asarray(out["next_sentence_logits"], np.float64)
+        nsp_log = nsp - np.log(np.exp(nsp).sum(-1, keepdims=True))
+        labels = y["next_sentence_labels"].numpy()
+        nsp_nll_sum += -nsp_log[np.arange(len(labels)), labels].sum()
+        nsp_correct += (nsp.argmax(-1) == labels).sum()
+        all_labels.append(labels)
+        all_guesses.append(nsp.argmax(-1))
+        sequences += len(labels)
+    assert ours["sequences"] == sequences
+    assert ours["masked_lm_predictions"] == weight_sum
+    assert ours["masked_lm_accuracy"] == pytest.approx(correct_sum / weight_sum, abs=1e-6)
+    assert ours["masked_lm_loss"] == pytest.approx(nll_sum / weight_sum, rel=1e-5)
+    assert ours["next_sentence_accuracy"] == pytest.approx(nsp_correct / sequences, abs=1e-6)
+    assert ours["next_sentence_loss"] == pytest.approx(nsp_nll_sum / sequences, rel=1e-5)
+    from sklearn.metrics import balanced_accuracy_score
+
+    assert ours["next_sentence_balanced_accuracy"] == pytest.approx(
+        balanced_accuracy_score(np.concatenate(all_labels), np.concatenate(all_guesses)),
+        abs=1e-6,
+    )
+
+
+def test_resume_from_a_checkpoint_ends_as_the_uninterrupted_run(phase1, data, tmp_path):
+    # phase1 as a run killed after its step-20 checkpoint: the newest checkpoint gone.
+    output_dir = tmp_path / "resumed"
+    shutil.copytree(phase1.config.output_dir, output_dir)
+    shutil.rmtree(output_dir / "checkpoints" / "ckpt-00000030")
+    for name in ("export_google", "export_huggingface"):
+        shutil.rmtree(output_dir / name)
+    resumed = run_pretraining(_config(data, output_dir))
+    assert resumed.training.restored_step == 20 and resumed.step == PHASE1_STEPS
+    # Same weights, optimizer state and input position: the same last 10 steps, bitwise.
+    np.testing.assert_array_equal(resumed.training.losses, phase1.training.losses[20:])
+    for old, new in zip(phase1.model.weights, resumed.model.weights, strict=True):
+        np.testing.assert_array_equal(old.numpy(), new.numpy(), err_msg=new.path)
+    history = json.loads((output_dir / "eval_results.json").read_text())["history"]
+    assert [entry["step"] for entry in history] == [15, 30]
+    assert (output_dir / "export_huggingface" / "model.safetensors").is_file()
+
+
+def test_dynamic_text_and_remasked_records_train(data, tmp_path):
+    for mode, input_file in (
+        ("dynamic_text", data["corpus_file"]),
+        ("remask_records", data["train"]),
+    ):
+        result = run_pretraining(
+            _config(
+                data,
+                tmp_path / mode,
+                input_mode=mode,
+                input_file=input_file,
+                max_seq_length=SEQ,
+                max_predictions_per_seq=PREDICTIONS,
+                num_train_steps=4,
+                eval_steps=1,
+                export_formats=(),
+            )
+        )
+        assert result.step == 4 and np.all(np.isfinite(result.training.losses)), mode
+        assert 0.0 <= result.eval_results["masked_lm_accuracy"] <= 1.0
+
+
+# === Phase 2: a longer position table ===
+
+
+def test_extend_position_embeddings_keeps_and_tiles_the_learned_rows():
+    table = np.arange(12, dtype=np.float32).reshape(3, 4)
+    extended = extend_position_embeddings(table, 8)
+    assert extended.shape == (8, 4)
+    np.testing.assert_array_equal(extended[:3], table)
+    np.testing.assert_array_equal(extended[3:6], table)
+    np.testing.assert_array_equal(extended[6:], table[:2])
+
+
+def test_phase2_extends_the_position_table(phase1, data, tmp_path):
+    result = run_pretraining(
+        _config(
+            data,
+            tmp_path / "phase2",
+            input_file=data["train128"],
+            eval_input_file=None,
+            bert_config_file=None,
+            init_checkpoint=phase1.config.output_dir,
+            num_train_steps=1,
+            num_warmup_steps=0,
+            # One step of a vanishing learning rate: the loaded weights stay (to 1e-9).
+            learning_rate=1e-12,
+            weight_decay=0.0,
+            export_formats=("huggingface",),
+        )
+    )
+    assert result.max_seq_length == 128
+    assert result.bert_config.max_position_embeddings == 128
+    learned = phase1.model.encoder.embeddings.position_embeddings.numpy()
+    table = result.model.encoder.embeddings.position_embeddings.numpy()
+    assert table.shape == (128, 32)
+    np.testing.assert_allclose(table[:SEQ], learned, atol=1e-9)
+    np.testing.assert_allclose(table[SEQ:], learned, atol=1e-9)
+    # Every other weight (the heads included) came from phase 1.
+    word = result.model.encoder.embeddings.word_embeddings.embeddings.numpy()
+    np.testing.assert_allclose(
+        word, phase1.model.encoder.embeddings.word_embeddings.embeddings.numpy(), atol=1e-9
+    )
+    hf_config = json.loads(open(os.path.join(result.exports["huggingface"], "config.json")).read())
+    assert hf_config["max_position_embeddings"] == 128
+
+
+def test_an_export_initializes_a_longer_model(phase1):
+    from keras_bert_zoo.models import BertEncoder, BertPretrainer
+    from keras_bert_zoo.pretraining.run import _checkpoint_source, copy_pretraining_weights
+
+    source = _checkpoint_source(phase1.exports["google"])
+    assert source.bert_config.max_position_embeddings == SEQ
+    target = BertPretrainer(
+        BertEncoder.from_bert_config(source.bert_config.replace(max_position_embeddings=150))
+    )
+    copy_pretraining_weights(source.load(), target)
+    learned = phase1.model.encoder.embeddings.position_embeddings.numpy()
+    table = target.encoder.embeddings.position_embeddings.numpy()
+    np.testing.assert_array_equal(table, np.concatenate([learned, learned, learned[:22]]))
+    for old, new in zip(phase1.model.weights, target.weights, strict=True):
+        if new is not target.encoder.embeddings.position_embeddings:
+            np.testing.assert_array_equal(old.numpy(), new.numpy(), err_msg=new.path)
+    # Anything else that differs is another architecture, and is refused by name.
+    narrower = BertPretrainer(
+        BertEncoder.from_bert_config(source.bert_config.replace(intermediate_size=48))
+    )
+    with pytest.raises(ValueError, match="intermediate|kernel"):
+        copy_pretraining_weights(source.load(), narrower)
+
+
+def test_an_encoder_only_checkpoint_initializes_the_encoder(phase1, tmp_path):
+    from keras_bert_zoo.checkpoints import save_pretrained
+    from keras_bert_zoo.models import BertEncoder, BertPretrainer
+    from keras_bert_zoo.pretraining.run import _checkpoint_source, copy_pretraining_weights
+
+    directory = save_pretrained(phase1.model.encoder, tmp_path / "bert", format="huggingface")
+    source = _checkpoint_source(directory)
+    target = BertPretrainer(BertEncoder.from_bert_config(source.bert_config))
+    heads_before = [v.numpy().copy() for v in target.next_sentence_head.weights]
+    copy_pretraining_weights(source.load(), target)
+    for old, new in zip(phase1.model.encoder.weights, target.encoder.weights, strict=True):
+        np.testing.assert_array_equal(old.numpy(), new.numpy(), err_msg=new.path)
+    # No head in the checkpoint: the heads keep their fresh initialization.
+    for before, after in zip(heads_before, target.next_sentence_head.weights, strict=True):
+        np.testing.assert_array_equal(before, after.numpy())
+
+
+# === Export ===
+
+
+def _sample_inputs():
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, len(VOCAB), size=(3, 20)).astype("int32")
+    ids[:, 0], ids[:, 9], ids[:, 19] = 2, 3, 3
+    mask = np.ones_like(ids)
+    mask[2, 15:] = 0
+    types = np.zeros_like(ids)
+    types[:, 10:] = 1
+    positions = np.array([[1, 4, 12], [2, 3, 17], [5, 6, 0]], "int32")
+    return {
+        "input_word_ids": ids,
+        "input_mask": mask,
+        "input_type_ids": types,
+        "masked_lm_positions": positions,
+    }
+
+
+def test_exports_load_in_from_pretrained_and_transformers(phase1):
+    import torch
+    import transformers
+
+    from keras_bert_zoo import from_pretrained
+
+    inputs = _sample_inputs()
+    expected = {k: np.asarray(v) for k, v in phase1.model(inputs, training=False).items()}
+    for layout in ("google", "huggingface"):
+        directory = phase1.exports[layout]
+        assert os.path.isfile(os.path.join(directory, "vocab.txt"))
+        reloaded = from_pretrained(directory, model="pretrainer")
+        got = reloaded(inputs, training=False)
+        for name, value in expected.items():
+            np.testing.assert_allclose(np.asarray(got[name]), value, atol=1e-5, err_msg=layout)
+
+    model = transformers.BertForPreTraining.from_pretrained(
+        phase1.exports["huggingface"], local_files_only=True
+    )
+    model.eval()
+    with torch.no_grad():
+        out = model(
+            input_ids=torch.tensor(inputs["input_word_ids"], dtype=torch.long),
+            attention_mask=torch.tensor(inputs["input_mask"], dtype=torch.long),
+            token_type_ids=torch.tensor(inputs["input_type_ids"], dtype=torch.long),
+        )
+    theirs = np.take_along_axis(
+        out.prediction_logits.numpy(), inputs["masked_lm_positions"][..., None], axis=1
+    )
+    np.testing.assert_allclose(theirs, expected["masked_lm_logits"], atol=1e-4)
+    np.testing.assert_allclose(
+        out.seq_relationship_logits.numpy(), expected["next_sentence_logits"], atol=1e-4
+    )
+
+
+# === Bad input ===
+
+
+def test_missing_and_empty_inputs_are_named(data, tmp_path):
+    with pytest.raises(FileNotFoundError, match="nothing_here"):
+        run_pretraining(_config(data, tmp_path / "a", input_file=str(tmp_path / "nothing_here*")))
+    with pytest.raises(ValueError, match="--input_file is empty"):
+        run_pretraining(_config(data, tmp_path / "b", input_file=" , "))
+    empty = tmp_path / "empty.tfrecord"
+    empty.write_bytes(b"")
+    with pytest.raises(ValueError, match="hold no record.*empty.tfrecord"):
+        run_pretraining(_config(data, tmp_path / "c", input_file=str(empty)))
+    text = tmp_path / "notes.txt"
+    text.write_text("not a record file\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="notes.txt"):
+        run_pretraining(_config(data, tmp_path / "d", eval_input_file=str(text)))
+    with pytest.raises(ValueError, match="max_seq_length=32.*records"):
+        run_pretraining(_config(data, tmp_path / "e", max_seq_length=32))
+    assert not os.path.exists(tmp_path / "a") and not os.path.exists(tmp_path / "e")
+
+
+def test_corrupt_record_is_named(data, tmp_path):
+    source = sorted(inspect_records(data["train"]).files)[0]
+    damaged = tmp_path / "damaged.tfrecord"
+    raw = bytearray(open(source, "rb").read())
+    middle = len(raw) // 2
+    raw[middle : middle + 64] = bytes(64)  # zeroed bytes: the record CRCs no longer match
+    damaged.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="damaged.tfrecord.*damaged TFRecord"):
+        run_pretraining(
+            _config(
+                data,
+                tmp_path / "out",
+                input_file=str(damaged),
+                eval_input_file=None,
+                num_train_steps=50,
+                export_formats=(),
+            )
+        )
