@@ -12,12 +12,13 @@ weights, dropout 0.1 and AdamW everywhere, one process:
 
 Configurations (each step = forward, backward, optimizer update):
 
-- ours: `Trainer` (the library's one training loop), XLA (`jit_compile=True`), padded
-  batches; on cls_real also `Trainer(packed_sequences=True)` (several sentences per
-  row, block-diagonal attention) and length-bucketed batches (sorted by length within
-  windows of 4 batches of a shuffled stream) trimmed to their longest row; on cls_full
-  and pretrain also our model under Keras' own `fit` step (`train_on_batch`,
-  `jit_compile=True`), to show what the `Trainer` loop costs.
+- ours: `Trainer` (the library's one training loop), as a graph (`jit_compile=False`,
+  TensorFlow's oneDNN kernels where TensorFlow enables oneDNN) and with XLA; on
+  cls_real `Trainer(packed_sequences=True)` (several sentences per row,
+  block-diagonal attention), length-bucketed batches (sorted by length within windows
+  of 4 batches of a shuffled stream) trimmed to their longest row, and rows padded to
+  128; on cls_full also our model under Keras' own `fit` step (`train_on_batch`), to
+  show what the `Trainer` loop costs.
 - keras-hub: `BertTextClassifier` / `BertMaskedLM`, `train_on_batch` (the step `fit`
   runs), default compile and `jit_compile=True`.
 - HF torch: `BertForSequenceClassification` / `BertForPreTraining`, `torch.optim.AdamW`,
@@ -216,7 +217,7 @@ def matmul_peak(tf, dtype, size=2048, repeats=5):
 # === Ours ===
 
 
-def ours(args, model, batches, work_dir, name, **trainer_kwargs):
+def ours(args, model, batches, work_dir, name, jit_compile=False, **trainer_kwargs):
     import tensorflow as tf
 
     from keras_bert_zoo.training import OptimizerConfig, Trainer, create_optimizer
@@ -250,7 +251,7 @@ def ours(args, model, batches, work_dir, name, **trainer_kwargs):
     trainer = Trainer(
         model,
         model_dir=os.path.join(work_dir, name.replace(" ", "_")),
-        jit_compile=True,
+        jit_compile=jit_compile,
         steps_per_loop=len(batches),
         checkpoint_every=0,
         progress="none",
@@ -275,14 +276,13 @@ def ours(args, model, batches, work_dir, name, **trainer_kwargs):
 
 
 def keras_fit_step(args, model, batches):
-    """Our model under Keras' own compiled train step (what `fit` runs), XLA."""
+    """Our model under Keras' own compiled train step (what `fit` runs), default compile."""
     import keras
 
     pretraining = "masked_lm_ids" in batches[0][1]
     model.compile(
         optimizer=keras.optimizers.AdamW(LEARNING_RATE),
         loss=None if pretraining else _scce(),
-        jit_compile=True,
     )
     feeds = [(x, y if pretraining else y["labels"]) for x, y in batches]
     return _cycling(feeds, lambda f: model.train_on_batch(*f), args.steps_per_call)
@@ -476,13 +476,16 @@ def section_cls_full(args, config, rng, work_dir):
     batches = batches_of(x, y, args.batch_size)
     lengths = x["input_mask"][: args.batch_size].sum(1)
     configs = {
-        "ours Trainer XLA": ours(args, our_classifier(config), batches, work_dir, "full"),
-        "ours BertClassifier, Keras fit step, jit_compile": keras_fit_step(
+        "ours Trainer": ours(args, our_classifier(config), batches, work_dir, "full"),
+        "ours Trainer XLA": ours(
+            args, our_classifier(config), batches, work_dir, "full_xla", jit_compile=True
+        ),
+        "ours BertClassifier, Keras fit step, default compile": keras_fit_step(
             args, our_classifier(config), batches
         ),
     }
     if args.bf16:
-        configs["ours Trainer XLA mixed_bfloat16"] = ours(
+        configs["ours Trainer mixed_bfloat16"] = ours(
             args, our_classifier(config, "mixed_bfloat16"), batches, work_dir, "full_bf16"
         )
     if "keras_hub" in args.peers:
@@ -509,17 +512,26 @@ def section_cls_real(args, config, rng, work_dir):
     batches = batches_of(x, y, args.batch_size)
     flops_per_batch = train_flops(config, lengths) / args.num_batches
     configs = {
-        "ours Trainer XLA packed_sequences": ours(
+        "ours Trainer packed_sequences": ours(
             args, our_classifier(config), batches, work_dir, "packed", packed_sequences=True
         ),
-        "ours Trainer XLA length-bucketed batches": ours(
+        "ours Trainer XLA packed_sequences": ours(
+            args,
+            our_classifier(config),
+            batches,
+            work_dir,
+            "packed_xla",
+            jit_compile=True,
+            packed_sequences=True,
+        ),
+        "ours Trainer length-bucketed batches": ours(
             args,
             our_classifier(config),
             length_bucketed_batches(x, y, args.batch_size, args.seed),
             work_dir,
             "bucketed",
         ),
-        "ours Trainer XLA padded to 128": ours(
+        "ours Trainer padded to 128": ours(
             args, our_classifier(config), batches, work_dir, "padded"
         ),
     }
@@ -549,11 +561,11 @@ def section_pretrain(args, config, rng, work_dir):
     batches = batches_of(x, y, args.batch_size)
     lengths = x["input_mask"][: args.batch_size].sum(1)
     configs = {
-        "ours Trainer XLA BertPretrainer": ours(
+        "ours Trainer BertPretrainer": ours(
             args, our_pretrainer(config), batches, work_dir, "pretrain"
         ),
-        "ours BertPretrainer, Keras fit step, jit_compile": keras_fit_step(
-            args, our_pretrainer(config), batches
+        "ours Trainer XLA BertPretrainer": ours(
+            args, our_pretrainer(config), batches, work_dir, "pretrain_xla", jit_compile=True
         ),
     }
     if "keras_hub" in args.peers:

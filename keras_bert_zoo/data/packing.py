@@ -41,13 +41,17 @@ import numpy as np
 from keras_bert_zoo.data.packing import pack_batch
 
 x = {
-    "input_word_ids": np.array([[101, 7, 102, 0], [101, 8, 9, 102], [101, 102, 0, 0]]),
-    "input_mask": np.array([[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0]]),
-    "input_type_ids": np.zeros((3, 4), "int32"),
+    "input_word_ids": np.array(
+        [[101, 7, 102, 0, 0, 0], [101, 102, 0, 0, 0, 0], [101, 8, 9, 102, 0, 0]]
+    ),
+    "input_mask": np.array([[1, 1, 1, 0, 0, 0], [1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 0, 0]]),
+    "input_type_ids": np.zeros((3, 6), "int32"),
 }
 packed = pack_batch(x, row_bucket=1)
-print(packed["input_word_ids"].numpy())   # [[101 8 9 102] [101 7 102 0] [101 102 0 0]]... 3 rows
-print(packed["first_token_index"].numpy())  # where each example's [CLS] went
+packed["input_word_ids"]     # [[101, 8, 9, 102, 101, 102], [101, 7, 102, 0, 0, 0]]
+packed["position_ids"]       # [[0, 1, 2, 3, 0, 1], [0, 1, 2, 0, 0, 0]]
+packed["sequence_ids"]       # [[3, 3, 3, 3, 2, 2], [1, 1, 1, 0, 0, 0]]
+packed["first_token_index"]  # [6, 4, 0]: row * 6 + column of each [CLS]
 ```
 """
 
