@@ -94,6 +94,8 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
+from keras_bert_zoo.data import packing
+from keras_bert_zoo.models import packed
 from keras_bert_zoo.training import distribute
 from keras_bert_zoo.training.checkpointing import CheckpointManager
 from keras_bert_zoo.utils.atomic import atomic_directory, write_json_atomically
@@ -204,6 +206,14 @@ class Trainer:
             `"none"`, or `"auto"` (a bar on a terminal, else log lines).
         loss_fn: `f(model, x, y, sample_weight) -> (loss, y_pred)` for one micro-batch;
             `default_loss_fn` calls the model and its `compute_loss`.
+        packed_sequences: train on packed batches (`keras_bert_zoo.data.packing`):
+            each padded batch from `dataset_fn` is packed, several examples to a row,
+            before it reaches the step, and the step runs
+            `keras_bert_zoo.models.packed.packed_loss_fn`, which gives the padded
+            batch's loss and gradients without computing its padding. For
+            `BertClassifier` and `BertPretrainer` on short examples.
+        packing_row_bucket: with `packed_sequences`, the packed row count is rounded
+            up to a multiple of this (fewer distinct shapes for XLA to compile).
     """
 
     def __init__(
@@ -219,6 +229,8 @@ class Trainer:
         keep_checkpoints: int = 3,
         progress: str = "auto",
         loss_fn: Callable | None = None,
+        packed_sequences: bool = False,
+        packing_row_bucket: int = 4,
     ):
         if getattr(model, "optimizer", None) is None:
             raise ValueError(
@@ -245,6 +257,13 @@ class Trainer:
         if progress == "auto":
             progress = "bar" if sys.stdout.isatty() else "log"
         self.progress = progress
+        self.packed_sequences = bool(packed_sequences)
+        self.packing_row_bucket = int(packing_row_bucket)
+        if self.packed_sequences:
+            packed.check_supported(model)
+            if self.packing_row_bucket < 1:
+                raise ValueError(f"packing_row_bucket must be >= 1, got {packing_row_bucket}")
+            loss_fn = loss_fn or packed.packed_loss_fn
         self.loss_fn = loss_fn or default_loss_fn
 
         optimizer = model.optimizer
@@ -610,6 +629,13 @@ class Trainer:
             )
         element_spec = probe_dataset.element_spec
         del probe_dataset
+        if self.packed_sequences:
+            # The model is built (and the batch size read) from the padded batches.
+            dataset_fn = packing.packed_dataset_fn(
+                dataset_fn,
+                row_bucket=self.packing_row_bucket,
+                micro_batches=self.gradient_accumulation_steps,
+            )
         self._build_model(element_spec)
         batch_size = global_batch_size or self._batch_size(element_spec)
         if batch_size is not None:
