@@ -1,8 +1,5 @@
 """tools/convert_checkpoint.py, run in-process through its absl flags."""
 
-import importlib.util
-import pathlib
-
 import numpy as np
 import pytest
 
@@ -10,15 +7,11 @@ from keras_bert_zoo.checkpoints import from_pretrained, save_pretrained
 from keras_bert_zoo.config import BertConfig
 from keras_bert_zoo.models import BertEncoder, BertPretrainer
 
-_TOOL = pathlib.Path(__file__).resolve().parents[2] / "tools" / "convert_checkpoint.py"
-
 
 @pytest.fixture(scope="module")
-def tool():
-    spec = importlib.util.spec_from_file_location("kbz_tools_convert_checkpoint", _TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def tool(load_tool):
+    with load_tool("convert_checkpoint") as module:
+        yield module
 
 
 def _run(tool, *args):

@@ -331,16 +331,10 @@ def test_export_sentences_of_text_input(corpus_file, corpus_documents, tmp_path)
 
 
 @pytest.fixture(scope="module")
-def tool():
+def tool(load_tool):
     """tools/create_pretraining_data.py imported once (its absl flags are global)."""
-    import importlib.util
-
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    path = os.path.join(root, "tools", "create_pretraining_data.py")
-    spec = importlib.util.spec_from_file_location("kbz_tool_create_pretraining_data", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    with load_tool("create_pretraining_data") as module:
+        yield module
 
 
 def run_tool(tool, *arguments):

@@ -2,9 +2,7 @@
 their absl flags on a fine-tuned directory and on a pretrained checkpoint."""
 
 import ast
-import importlib.util
 import os
-import pathlib
 
 import numpy as np
 import pytest
@@ -15,24 +13,17 @@ from keras_bert_zoo.checkpoints import save_pretrained
 from keras_bert_zoo.models import BertPretrainer
 from keras_bert_zoo.text import BertTokenizer
 
-_TOOLS = pathlib.Path(__file__).resolve().parents[2] / "tools"
 
-
-def _tool(name):
-    spec = importlib.util.spec_from_file_location(f"kbz_tools_{name}", _TOOLS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture(scope="module")
+def export_tool(load_tool):
+    with load_tool("export_saved_model") as module:
+        yield module
 
 
 @pytest.fixture(scope="module")
-def export_tool():
-    return _tool("export_saved_model")
-
-
-@pytest.fixture(scope="module")
-def run_tool():
-    return _tool("saved_model_run")
+def run_tool(load_tool):
+    with load_tool("saved_model_run") as module:
+        yield module
 
 
 def _run(tool, *args):
