@@ -75,6 +75,7 @@ from typing import Any
 
 import numpy as np
 
+from keras_bert_zoo.training.flags import TrainingOptions
 from keras_bert_zoo.utils.atomic import atomic_directory, write_json_atomically
 
 logger = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ __all__ = [
 
 
 @dataclasses.dataclass
-class PretrainingConfig:
+class PretrainingConfig(TrainingOptions):
     """Every setting of a pretraining run; field names are the binary's flag names.
 
     The training fields are those of `keras_bert_zoo.training.flags`; the defaults are
@@ -162,35 +163,10 @@ class PretrainingConfig:
     # === Run ===
     num_train_steps: int = 100_000
     export_formats: tuple[str, ...] = EXPORT_FORMATS
-    # === Training core (keras_bert_zoo.training.flags) ===
-    seed: int = 12345
-    train_batch_size: int = 32
-    distribution_strategy: str = "one_device"
-    tpu: str | None = None
-    num_gpus: int | None = None
-    dtype_policy: str | None = None
-    mixed_precision: bool = False
-    jit_compile: bool = False
-    optimizer: str = "adamw"
+    # === Training core (keras_bert_zoo.training.flags): the defaults pretraining changes ===
     learning_rate: float = 5e-5
-    lr_schedule: str = "linear"
-    num_warmup_steps: int | None = None
     warmup_proportion: float = 0.01
-    end_learning_rate: float = 0.0
-    decay_power: float = 1.0
     decay_from_step_zero: bool = True
-    weight_decay: float = 0.01
-    exclude_embeddings_from_weight_decay: bool = False
-    adam_beta_1: float = 0.9
-    adam_beta_2: float = 0.999
-    adam_epsilon: float = 1e-6
-    clip_norm: float = 1.0
-    gradient_accumulation_steps: int = 1
-    steps_per_loop: int = 100
-    checkpoint_every: int = 1000
-    keep_checkpoints: int = 3
-    eval_every: int = 0
-    progress: str = "auto"
 
     def __post_init__(self):
         if self.input_mode not in INPUT_MODES:
@@ -216,13 +192,6 @@ class PretrainingConfig:
             raise ValueError("Pass only one of bert_config_file and preset")
 
 
-def _training_flag_defaults() -> dict[str, Any]:
-    from keras_bert_zoo.training import flags as training_flags
-
-    defaults = PretrainingConfig()
-    return {name: getattr(defaults, name) for name in training_flags._FLAG_DEFAULTS}  # noqa: SLF001
-
-
 def runner_flag_names() -> list[str]:
     """The names of the binary's flags (one per `PretrainingConfig` field)."""
     return [f.name for f in dataclasses.fields(PretrainingConfig)]
@@ -236,7 +205,7 @@ def define_flags(flag_values=None) -> None:
     from keras_bert_zoo.training import flags as training_flags
 
     flag_values = flags.FLAGS if flag_values is None else flag_values
-    training_flags.define_flags(flag_values, **_training_flag_defaults())
+    training_flags.define_flags(flag_values, **training_flags.flag_defaults(PretrainingConfig()))
     defaults = PretrainingConfig()
 
     def define(kind, name, help_text, **kwargs):

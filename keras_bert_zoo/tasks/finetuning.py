@@ -101,6 +101,7 @@ from keras_bert_zoo.tasks.saving import (
     save_finetuned,
     task_description,
 )
+from keras_bert_zoo.training.flags import TrainingOptions
 from keras_bert_zoo.utils.atomic import atomic_directory, write_json_atomically
 
 logger = logging.getLogger(__name__)
@@ -124,7 +125,7 @@ _ATOMIC_TEMPORARY = re.compile(r"^\..+(\.tmp|\.tmp-[A-Za-z0-9_]+)$")
 
 
 @dataclasses.dataclass
-class FinetuningConfig:
+class FinetuningConfig(TrainingOptions):
     """Every setting of a fine-tuning run; field names are the binary's flag names.
 
     The training fields are those of `keras_bert_zoo.training.flags` (the shared flags
@@ -187,35 +188,11 @@ class FinetuningConfig:
     use_best_model: bool = False
     export_best: bool = True
     export_formats: tuple[str, ...] = EXPORT_FORMATS
-    # === Training core (keras_bert_zoo.training.flags) ===
-    seed: int = 12345
-    train_batch_size: int = 32
-    distribution_strategy: str = "one_device"
-    tpu: str | None = None
-    num_gpus: int | None = None
-    dtype_policy: str | None = None
-    mixed_precision: bool = False
-    jit_compile: bool = False
-    optimizer: str = "adamw"
+    # === Training core (keras_bert_zoo.training.flags): the defaults fine-tuning changes ===
     learning_rate: float = 5e-5
-    lr_schedule: str = "linear"
-    num_warmup_steps: int | None = None
     warmup_proportion: float = 0.1
-    end_learning_rate: float = 0.0
-    decay_power: float = 1.0
-    decay_from_step_zero: bool = False
-    weight_decay: float = 0.01
-    exclude_embeddings_from_weight_decay: bool = False
-    adam_beta_1: float = 0.9
-    adam_beta_2: float = 0.999
-    adam_epsilon: float = 1e-6
-    clip_norm: float = 1.0
-    gradient_accumulation_steps: int = 1
     steps_per_loop: int = 10
-    checkpoint_every: int = 1000
-    keep_checkpoints: int = 3
     eval_every: int | None = None
-    progress: str = "auto"
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -247,14 +224,6 @@ def runner_flag_names() -> list[str]:
     return [f.name for f in dataclasses.fields(FinetuningConfig) if f.name not in _NOT_FLAGS]
 
 
-def _shared_training_defaults() -> dict[str, Any]:
-    """The training core's flags with this runner's defaults."""
-    from keras_bert_zoo.training import flags as training_flags
-
-    defaults = FinetuningConfig()
-    return {name: getattr(defaults, name) for name in training_flags._FLAG_DEFAULTS}
-
-
 def define_flags(flag_values=None) -> None:
     """Defines the binary's flags: the runner's, every training-core flag (with the
     fine-tuning defaults) and one flag per task option (`tasks.all_task_options()`)."""
@@ -263,7 +232,7 @@ def define_flags(flag_values=None) -> None:
     from keras_bert_zoo.training import flags as training_flags
 
     flag_values = flags.FLAGS if flag_values is None else flag_values
-    training_flags.define_flags(flag_values, **_shared_training_defaults())
+    training_flags.define_flags(flag_values, **training_flags.flag_defaults(FinetuningConfig()))
     defaults = FinetuningConfig()
 
     def define(kind, name, help_text, **kwargs):

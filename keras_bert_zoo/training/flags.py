@@ -44,6 +44,7 @@ if __name__ == "__main__":
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import keras
@@ -284,38 +285,60 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS, **defaults) -> Non
     )
 
 
+@dataclasses.dataclass
+class TrainingOptions:
+    """The training core's settings, one field per flag of `define_flags` (with its
+    default), except `output_dir` and `init_checkpoint`, which each runner declares
+    beside its own input settings.
+
+    A runner's config (`tasks.finetuning.FinetuningConfig`,
+    `pretraining.run.PretrainingConfig`) subclasses it and redeclares only the defaults
+    it changes; `setup`, `optimizer_config` and `trainer_kwargs` read such a config as
+    they read parsed flags, and `flag_defaults(config)` gives `define_flags` the
+    runner's defaults.
+    """
+
+    seed: int = 12345
+    train_batch_size: int = 32
+    distribution_strategy: str = "one_device"
+    tpu: str | None = None
+    num_gpus: int | None = None
+    dtype_policy: str | None = None
+    mixed_precision: bool = False
+    jit_compile: bool = False
+    optimizer: str = "adamw"
+    learning_rate: float = 1e-4
+    lr_schedule: str = "linear"
+    num_warmup_steps: int | None = None
+    warmup_proportion: float = 0.0
+    end_learning_rate: float = 0.0
+    decay_power: float = 1.0
+    decay_from_step_zero: bool = False
+    weight_decay: float = 0.01
+    exclude_embeddings_from_weight_decay: bool = False
+    adam_beta_1: float = 0.9
+    adam_beta_2: float = 0.999
+    adam_epsilon: float = 1e-6
+    clip_norm: float = 1.0
+    gradient_accumulation_steps: int = 1
+    steps_per_loop: int = 100
+    checkpoint_every: int = 1000
+    keep_checkpoints: int = 3
+    eval_every: int | None = 0
+    progress: str = "auto"
+
+
 _FLAG_DEFAULTS = {
     "output_dir": None,
     "init_checkpoint": None,
-    "seed": 12345,
-    "train_batch_size": 32,
-    "distribution_strategy": "one_device",
-    "tpu": None,
-    "num_gpus": None,
-    "dtype_policy": None,
-    "mixed_precision": False,
-    "jit_compile": False,
-    "optimizer": "adamw",
-    "learning_rate": 1e-4,
-    "lr_schedule": "linear",
-    "num_warmup_steps": None,
-    "warmup_proportion": 0.0,
-    "end_learning_rate": 0.0,
-    "decay_power": 1.0,
-    "decay_from_step_zero": False,
-    "weight_decay": 0.01,
-    "exclude_embeddings_from_weight_decay": False,
-    "adam_beta_1": 0.9,
-    "adam_beta_2": 0.999,
-    "adam_epsilon": 1e-6,
-    "clip_norm": 1.0,
-    "gradient_accumulation_steps": 1,
-    "steps_per_loop": 100,
-    "checkpoint_every": 1000,
-    "keep_checkpoints": 3,
-    "eval_every": 0,
-    "progress": "auto",
+    **{field.name: field.default for field in dataclasses.fields(TrainingOptions)},
 }
+
+
+def flag_defaults(config) -> dict:
+    """`define_flags` keyword arguments: `config`'s values of the shared flags (a
+    `TrainingOptions` subclass with `output_dir` and `init_checkpoint` fields)."""
+    return {name: getattr(config, name) for name in _FLAG_DEFAULTS}
 
 
 def dtype_policy(flag_values=flags.FLAGS, strategy=None) -> str:
