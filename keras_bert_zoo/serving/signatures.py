@@ -25,6 +25,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from keras_bert_zoo.text.offsets import valid_utf8
+
 DEFAULT_SIGNATURE = "serving_default"
 IDS_SIGNATURE = "serve_ids"
 EXAMPLES_SIGNATURE = "serve_examples"
@@ -62,14 +64,7 @@ def replace_invalid_utf8(answer: Callable[..., Mapping[str, tf.Tensor]]):
     """
 
     def valid_answer(**texts):
-        return answer(
-            **{
-                name: tf.strings.unicode_transcode(
-                    text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
-                )
-                for name, text in texts.items()
-            }
-        )
+        return answer(**{name: valid_utf8(text) for name, text in texts.items()})
 
     return valid_answer
 

@@ -93,6 +93,7 @@ import tensorflow_text as tf_text
 
 from keras_bert_zoo.tasks import entity_metrics
 from keras_bert_zoo.tasks.base import Task, TaskOption, register_task
+from keras_bert_zoo.text.offsets import char_offsets, valid_utf8
 from keras_bert_zoo.text.packer import BertPacker
 from keras_bert_zoo.utils.atomic import atomic_open
 
@@ -101,48 +102,6 @@ CONLL2003_TAGS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-
 IGNORED_LABEL = -1
 
 # === Preprocessing (a Keras layer: training, evaluation and the exported model) ===
-
-
-def valid_utf8(strings):
-    """`strings` with every invalid UTF-8 sequence replaced by U+FFFD.
-
-    TF decodes invalid bytes as Python's `bytes.decode("utf-8", errors="replace")`
-    does (one U+FFFD per maximal invalid subpart), so character offsets into the
-    result are Python string indices into the replaced text.
-    """
-    return tf.strings.unicode_transcode(
-        strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
-    )
-
-
-def char_offsets(strings, byte_offsets):
-    """Byte offsets into valid UTF-8 `strings` -> character (code point) offsets.
-
-    Args:
-        strings: string tensor `[batch]` (valid UTF-8: see `valid_utf8`).
-        byte_offsets: int `tf.RaggedTensor` `[batch, (n)]`, each at a character
-            boundary of its row's string (or at its end).
-
-    Returns:
-        int64 `tf.RaggedTensor` like `byte_offsets`.
-    """
-    # (An invalid byte sequence, if any, counts as one character, as `valid_utf8`
-    # would make it.)
-    _, char_bytes = tf.strings.unicode_decode_with_offsets(
-        strings, "UTF-8", errors="replace", replacement_char=0xFFFD
-    )
-    # All rows on one sorted axis (each row's bytes after the previous row's), so one
-    # searchsorted maps the whole batch.
-    row_base = tf.cumsum(tf.cast(tf.strings.length(strings), tf.int64), exclusive=True)
-    global_char_bytes = tf.cast(char_bytes.flat_values, tf.int64) + tf.gather(
-        row_base, char_bytes.value_rowids()
-    )
-    rows = byte_offsets.value_rowids()
-    wanted = tf.cast(byte_offsets.flat_values, tf.int64) + tf.gather(row_base, rows)
-    index = tf.searchsorted(global_char_bytes[tf.newaxis], wanted[tf.newaxis], side="left")[0]
-    return byte_offsets.with_flat_values(
-        tf.cast(index, tf.int64) - tf.gather(char_bytes.row_starts(), rows)
-    )
 
 
 def split_words(sentences):
@@ -186,7 +145,7 @@ def split_words(sentences):
         tf.ragged.boolean_mask(value, words.with_flat_values(keep))
         for value in (words, byte_starts, byte_ends)
     )
-    return words, char_offsets(text, byte_starts), char_offsets(text, byte_ends)
+    return (words, *char_offsets(text, byte_starts, byte_ends))
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")

@@ -11,6 +11,7 @@ import keras
 import tensorflow as tf
 
 from keras_bert_zoo.inputs import INPUT_MASK, INPUT_TYPE_IDS, INPUT_WORD_IDS
+from keras_bert_zoo.text.offsets import char_offsets
 
 # Keys of the per-window metadata that decoding needs.
 EXAMPLE_INDEX = "example_index"
@@ -125,34 +126,6 @@ class SquadPreprocessor(keras.layers.Layer):
 
     # === Layers ===
 
-    def _char_offsets(self, context, byte_starts, byte_ends):
-        """Token byte offsets -> character (code point) offsets, flat int64 per token.
-
-        All rows share one sorted axis (each row's bytes follow the previous row's),
-        so one `searchsorted` maps the whole batch.
-        """
-        _, char_bytes = tf.strings.unicode_decode_with_offsets(
-            context, "UTF-8", errors="replace", replacement_char=0xFFFD
-        )
-        byte_lengths = tf.cast(tf.strings.length(context), tf.int64)
-        row_byte_base = tf.cumsum(byte_lengths, exclusive=True)
-        global_char_bytes = tf.cast(char_bytes.flat_values, tf.int64) + tf.gather(
-            row_byte_base, char_bytes.value_rowids()
-        )
-        token_rows = byte_starts.value_rowids()
-        token_base = tf.gather(row_byte_base, token_rows)
-        char_row_start = tf.gather(char_bytes.row_starts(), token_rows)
-
-        def to_char(byte_offsets):
-            index = tf.searchsorted(
-                global_char_bytes[tf.newaxis], (byte_offsets + token_base)[tf.newaxis], side="left"
-            )[0]
-            return tf.cast(index, tf.int64)
-
-        global_start = to_char(byte_starts.flat_values)
-        global_end = to_char(byte_ends.flat_values)
-        return global_start - char_row_start, global_end - char_row_start
-
     def call(self, inputs):
         if isinstance(inputs, tuple | list):
             inputs = dict(zip(("question", "context"), inputs, strict=True))
@@ -175,7 +148,9 @@ class SquadPreprocessor(keras.layers.Layer):
         context_ids = ids[num_questions:]
         byte_starts = byte_starts[num_questions:]
         byte_ends = byte_ends[num_questions:]
-        token_char_start, token_char_end = self._char_offsets(context, byte_starts, byte_ends)
+        token_char_start, token_char_end = (
+            offsets.flat_values for offsets in char_offsets(context, byte_starts, byte_ends)
+        )
         context_rows = context_ids.value_rowids()
         context_row_start = context_ids.row_starts()
         num_examples = tf.shape(context, out_type=tf.int64)[0]
