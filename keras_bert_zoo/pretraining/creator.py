@@ -29,7 +29,7 @@ It produces records in google-research/bert's format with its algorithm (see
 * **Atomic.** Records go to temporary files that are renamed to their final names
   only when the whole run succeeded.
 
-Deliberate deviations from the original, all documented in the summary: instances
+Deliberate deviations from the original: instances
 are shuffled within their chunk (the original shuffles all instances of the corpus
 globally; readers shuffle files and records again), a file boundary ends a document,
 random-next comes from the chunk, whole-word masking never joins a ``##`` piece
@@ -192,16 +192,20 @@ class ChunkProcessor:
 
         self._make_instances = make_instances
 
-    def _sentences(self, document: corpus.RawDocument) -> tuple[list[str], list[str]]:
-        """(sentences, their locations for messages)."""
+    @staticmethod
+    def _sentences(document: corpus.RawDocument) -> list[str]:
         if document.lines is not None:
-            return document.lines, [
-                f"{document.source}:{document.first_line + i}" for i in range(len(document.lines))
-            ]
+            return document.lines
         from keras_bert_zoo.pretraining import wikitext
 
-        sentences = wikitext.wikitext_to_sentences(document.wikitext or "")
-        return sentences, [f"{document.source}: article {document.title!r}"] * len(sentences)
+        return wikitext.wikitext_to_sentences(document.wikitext or "")
+
+    @staticmethod
+    def _location(document: corpus.RawDocument, sentence: int = 0) -> str:
+        """Where a document's sentence comes from: file and line, or file and article."""
+        if document.lines is not None:
+            return f"{document.source}:{document.first_line + sentence}"
+        return f"{document.source}: article {document.title!r}"
 
     def tokenize(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(flat token ids, tokens per sentence) of a list of strings."""
@@ -222,18 +226,14 @@ class ChunkProcessor:
 
         config = self.config
         stats = ChunkStats()
-        texts, locations, sentence_counts, document_names = [], [], [], []
+        texts, sentence_counts = [], []
         for document in documents:
-            sentences, where = self._sentences(document)
+            sentences = self._sentences(document)
             texts.extend(sentences)
-            locations.extend(where)
             sentence_counts.append(len(sentences))
-            document_names.append(
-                f"{document.source}:{document.first_line}"
-                if document.lines is not None
-                else f"{document.source}: article {document.title!r}"
-            )
         token_ids, token_counts = self.tokenize(texts)
+        document_of_sentence = np.repeat(np.arange(len(sentence_counts)), sentence_counts)
+        first_sentence = np.cumsum(sentence_counts) - sentence_counts
         stats.sentences = len(texts)
         stats.corpus_tokens = int(token_counts.sum())
         # Sentences longer than a whole instance are truncated by the algorithm, as in
@@ -241,19 +241,21 @@ class ChunkProcessor:
         max_num_tokens = config.max_seq_length - 3
         long_rows = np.flatnonzero(token_counts > max_num_tokens)
         stats.long_sentences = len(long_rows)
-        stats.long_sentence_locations = [locations[i] for i in long_rows[:_LOGGED_LOCATIONS]]
+        stats.long_sentence_locations = [
+            self._location(documents[d], i - first_sentence[d])
+            for i, d in ((i, document_of_sentence[i]) for i in long_rows[:_LOGGED_LOCATIONS])
+        ]
         # Empty sentences (nothing left after tokenization) and then empty documents
         # are dropped, as the original does.
         keep = token_counts > 0
         stats.empty_sentences = int((~keep).sum())
-        document_of_sentence = np.repeat(np.arange(len(sentence_counts)), sentence_counts)
         kept_per_document = np.bincount(
             document_of_sentence[keep], minlength=len(sentence_counts)
         ).astype(np.int64)
         empty = kept_per_document == 0
         stats.empty_documents = int(empty.sum())
         stats.empty_document_locations = [
-            document_names[i] for i in np.flatnonzero(empty)[:_LOGGED_LOCATIONS]
+            self._location(documents[i]) for i in np.flatnonzero(empty)[:_LOGGED_LOCATIONS]
         ]
         sentences_per_document = kept_per_document[~empty]
         stats.documents = len(sentences_per_document)

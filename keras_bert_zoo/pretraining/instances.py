@@ -1,8 +1,7 @@
 """google-research/bert's pretraining instances as TensorFlow ops.
 
 ``create_segment_pairs`` restates ``create_instances_from_document`` of
-create_pretraining_data.py for every document of a block at once (a ``tf.while_loop``
-whose step makes the next instance of every document still being read), and
+create_pretraining_data.py for every document of a block at once, and
 ``create_pretraining_instances`` adds packing, masking (``text.masking``) and padding.
 The same functions serve the static record creator (one call per chunk of documents
 and duplicate) and the dynamic ``tf.data`` pipeline (one call per block of lines).
@@ -16,8 +15,8 @@ The algorithm, per document (``M = max_seq_length - 3``):
 3. ``A`` = the first ``a_end`` sentences of the chunk, ``a_end`` uniform in
    ``[1, len(chunk) - 1]`` (1 for a one-sentence chunk);
 4. with probability 0.5, or always for a one-sentence chunk, ``B`` is "random next":
-   sentences of another document of the block (ten draws to avoid the same document,
-   as the original), from a uniformly random sentence, until ``B`` reaches
+   sentences of another document of the block (the original's ten draws to avoid the
+   same document, in distribution), from a uniformly random sentence, until ``B`` reaches
    ``target - len(A)`` tokens (at least one sentence); the chunk's sentences after
    ``A`` go back and the next chunk starts right after ``A``. Otherwise ``B`` is the
    rest of the chunk;
@@ -26,6 +25,13 @@ The algorithm, per document (``M = max_seq_length - 3``):
    this loop do not depend on the coin flips, so they are computed in closed form and
    the number of tokens dropped from the front of each segment is drawn as
    ``Binomial(dropped, 1/2)``: the same distribution, in O(1) per instance.
+
+How it runs without a sequential loop over instances: the chunk, A, B and next start
+that would follow from *every* sentence are computed at once (each sentence with its
+own random draws), and each document's chain of chunk starts is then followed by
+pointer doubling (log2 of the document length vectorised steps). Since a chain visits
+a sentence at most once, every instance still uses fresh draws: the distribution is
+the original's.
 
 "Random next" is drawn from the documents of the same block (the original draws from
 the whole corpus, which it holds in memory). Randomness is stateless: a seed gives
@@ -89,8 +95,7 @@ def create_segment_pairs(
             tokens (room for ``[CLS]``, ``[SEP]``, ``[SEP]``).
         short_seq_prob: float. Probability of a shorter target length per document.
         duplicates: int. Passes over the documents, each with its own randomness (the
-            original's ``dupe_factor``). All passes run in the same loop, which costs
-            little more than one: the loop's steps are vectorised over documents.
+            original's ``dupe_factor``), computed together.
 
     Returns:
         dict: ``tokens_a`` and ``tokens_b`` (ragged ``[instances, (tokens)]``, the
@@ -103,7 +108,9 @@ def create_segment_pairs(
     if max_num_tokens < 2:
         raise ValueError(f"max_seq_length must be >= 5, got {max_seq_length}")
     seed = tf.convert_to_tensor(seed)
-    target_seed, loop_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
+    target_seed, chunk_seed, truncation_seed = tf.unstack(
+        tf.random.experimental.stateless_split(seed, 3)
+    )
 
     flat_tokens = documents.flat_values
     sentence_lengths = tf.cast(documents.values.row_lengths(), tf.int64)
@@ -112,19 +119,26 @@ def create_segment_pairs(
     doc_splits = tf.cast(documents.row_splits, tf.int64)
     original_start, original_end = doc_splits[:-1], doc_splits[1:]
     num_originals = tf.shape(original_start, out_type=tf.int64)[0]
-    # One row per (pass, document): copies share the tokens, not the randomness.
-    original = tf.tile(tf.range(num_originals, dtype=tf.int64), [duplicates])
-    duplicate = tf.repeat(tf.range(duplicates, dtype=tf.int64), num_originals)
-    doc_start, doc_end = tf.gather(original_start, original), tf.gather(original_end, original)
-    num_docs = num_originals * duplicates
-    doc_index = tf.range(num_docs, dtype=tf.int64)
+    num_sentences = tf.shape(sentence_lengths, out_type=tf.int64)[0]
+    doc_of_sentence = tf.cast(documents.value_rowids(), tf.int64)
 
-    draws = tf.random.stateless_uniform([num_docs, 2], target_seed, dtype=tf.float64)
-    target = tf.where(
+    # One row per (pass, sentence): the instance that would start at that sentence.
+    # Passes share the tokens, not the randomness; the target length is drawn once per
+    # (pass, document).
+    copies = num_sentences * duplicates
+    sentence = tf.tile(tf.range(num_sentences, dtype=tf.int64), [duplicates])
+    duplicate_of_row = tf.repeat(tf.range(duplicates, dtype=tf.int64), num_sentences)
+    original = tf.tile(doc_of_sentence, [duplicates])
+    doc_end = tf.gather(original_end, original)
+    draws = tf.random.stateless_uniform(
+        tf.stack([num_originals * duplicates, 2]), target_seed, dtype=tf.float64
+    )
+    target_per_document = tf.where(
         draws[:, 0] < short_seq_prob,
         _uniform_int(draws[:, 1], 2, max_num_tokens),
         tf.constant(max_num_tokens, tf.int64),
     )
+    target = tf.gather(target_per_document, duplicate_of_row * num_originals + original)
 
     def chunk_end(start, goal_tokens, last):
         """First sentence index >= start whose end reaches goal_tokens, or `last`."""
@@ -132,98 +146,88 @@ def create_segment_pairs(
         end = tf.searchsorted(cumulative, goal, side="left", out_type=tf.int64) - 1
         return tf.clip_by_value(end, start, last)
 
-    def step(iteration, position, outputs):
-        active = position < doc_end
-        uniform_seed, binomial_seed = tf.unstack(
-            tf.random.experimental.stateless_split(
-                tf.random.experimental.stateless_fold_in(loop_seed, iteration), 2
-            )
-        )
-        draws = tf.random.stateless_uniform([num_docs, 13], uniform_seed, dtype=tf.float64)
-        start = tf.minimum(position, doc_end - 1)
-        end = chunk_end(start, target, doc_end - 1)
-        chunk_size = end - start + 1
-        a_count = tf.where(chunk_size >= 2, _uniform_int(draws[:, 0], 1, chunk_size - 1), 1)
-        random_next = (chunk_size == 1) | (draws[:, 1] < 0.5)
-        a_begin = tf.gather(cumulative, start)
-        a_limit = tf.gather(cumulative, start + a_count)
-
-        # Random next: ten tries to pick another document; a one-document block keeps
-        # its own, as the original does for a one-document corpus.
-        candidates = _uniform_int(draws[:, 2:12], 0, num_originals - 1)
-        other = tf.not_equal(candidates, original[:, tf.newaxis])
-        first_other = tf.argmax(tf.cast(other, tf.int32), axis=1, output_type=tf.int64)
-        chosen = tf.where(
-            tf.reduce_any(other, axis=1),
-            tf.gather(candidates, first_other, batch_dims=1),
-            candidates[:, -1],
-        )
-        chosen_start = tf.gather(original_start, chosen)
-        chosen_end = tf.gather(original_end, chosen)
-        random_start = chosen_start + _uniform_int(draws[:, 12], 0, chosen_end - chosen_start - 1)
-        target_b = target - (a_limit - a_begin)
-        random_last = chunk_end(random_start, target_b, chosen_end - 1)
-
-        b_begin = tf.where(random_next, tf.gather(cumulative, random_start), a_limit)
-        b_limit = tf.where(
-            random_next,
-            tf.gather(cumulative, random_last + 1),
-            tf.gather(cumulative, end + 1),
-        )
-        next_position = tf.where(random_next, start + a_count, end + 1)
-
-        length_a, length_b = a_limit - a_begin, b_limit - b_begin
-        new_a, new_b = truncated_lengths(length_a, length_b, max_num_tokens)
-        cut_a, cut_b = length_a - new_a, length_b - new_b
-        front = tf.random.stateless_binomial(
-            [2, num_docs],
-            binomial_seed,
-            counts=tf.cast(tf.stack([cut_a, cut_b]), tf.float64),
-            probs=tf.constant(0.5, tf.float64),
-            output_dtype=tf.int64,
-        )
-        row = tf.stack(
-            [
-                a_begin + front[0],
-                a_begin + front[0] + new_a,
-                b_begin + front[1],
-                b_begin + front[1] + new_b,
-                tf.cast(random_next, tf.int64),
-                tf.cast(active, tf.int64),
-            ],
-            axis=1,
-        )
-        outputs = outputs.write(iteration, row)
-        position = tf.where(active, next_position, position)
-        return iteration + 1, position, outputs
-
-    def condition(iteration, position, outputs):
-        # At least one step, so that a block without documents still stacks a
-        # [1, 0, 6] array (a zero-size TensorArray cannot be stacked).
-        return tf.equal(iteration, 0) | tf.reduce_any(position < doc_end)
-
-    outputs = tf.TensorArray(tf.int64, size=0, dynamic_size=True, element_shape=[None, 6])
-    _, _, outputs = tf.while_loop(
-        condition, step, (tf.constant(0, tf.int32), doc_start, outputs), parallel_iterations=1
+    draws = tf.random.stateless_uniform(tf.stack([copies, 5]), chunk_seed, dtype=tf.float64)
+    start = sentence
+    end = chunk_end(start, target, doc_end - 1)
+    chunk_size = end - start + 1
+    a_count = tf.where(chunk_size >= 2, _uniform_int(draws[:, 0], 1, chunk_size - 1), 1)
+    random_next = (chunk_size == 1) | (draws[:, 1] < 0.5)
+    a_begin = tf.gather(cumulative, start)
+    a_limit = tf.gather(cumulative, start + a_count)
+    # Random next: the original makes ten uniform draws and keeps the first other
+    # document (the last draw, itself, if all ten hit it). That is: itself with
+    # probability n^-10, otherwise a uniform pick among the n - 1 others.
+    other = _uniform_int(draws[:, 2], 0, num_originals - 2)
+    other += tf.cast(other >= original, tf.int64)
+    keep_own = (num_originals < 2) | (
+        draws[:, 3] < tf.pow(tf.cast(tf.maximum(num_originals, 1), tf.float64), -10.0)
     )
+    chosen = tf.where(keep_own, original, other)
+    chosen_start = tf.gather(original_start, chosen)
+    chosen_end = tf.gather(original_end, chosen)
+    random_start = chosen_start + _uniform_int(draws[:, 4], 0, chosen_end - chosen_start - 1)
+    random_last = chunk_end(random_start, target - (a_limit - a_begin), chosen_end - 1)
+    b_begin = tf.where(random_next, tf.gather(cumulative, random_start), a_limit)
+    b_limit = tf.where(
+        random_next, tf.gather(cumulative, random_last + 1), tf.gather(cumulative, end + 1)
+    )
+    # The next chunk starts after A for random next (B's sentences go back), else
+    # after the chunk; past the document's end the chain stops (state `copies`).
+    following = tf.where(random_next, start + a_count, end + 1)
+    stop = copies
+    successor = tf.where(following < doc_end, duplicate_of_row * num_sentences + following, stop)
+    successor = tf.concat([successor, [stop]], axis=0)
+
+    # The instances of a document are the chain doc_start, successor(doc_start), ...
+    # Instead of walking it one instance per step (as many sequential steps as the
+    # longest document has instances), pointer doubling finds the i-th element of
+    # every chain in log2(longest document) vectorised steps: each visited sentence
+    # uses its own random draws once, so the chains have the original's distribution.
+    sentences_per_document = tf.tile(original_end - original_start, [duplicates])
+    step_index = tf.ragged.range(sentences_per_document)  # i < sentences bounds the chain
+    first = (
+        tf.tile(original_start, [duplicates])
+        + tf.repeat(tf.range(duplicates, dtype=tf.int64), num_originals) * num_sentences
+    )
+    position = tf.repeat(first, sentences_per_document)
+    remaining = step_index.flat_values
+
+    def jump(position, remaining, table):
+        position = tf.where(remaining % 2 == 1, tf.gather(table, position), position)
+        return position, remaining // 2, tf.gather(table, table)
+
+    position, _, _ = tf.while_loop(
+        lambda position, remaining, table: tf.reduce_any(remaining > 0),
+        jump,
+        (position, remaining, successor),
+    )
+    on_chain = position < stop
+    row = tf.boolean_mask(position, on_chain)
+
+    # Truncation: closed-form lengths, then Binomial(dropped, 1/2) tokens off the front.
+    a_begin, a_limit = tf.gather(a_begin, row), tf.gather(a_limit, row)
+    b_begin, b_limit = tf.gather(b_begin, row), tf.gather(b_limit, row)
+    length_a, length_b = a_limit - a_begin, b_limit - b_begin
+    new_a, new_b = truncated_lengths(length_a, length_b, max_num_tokens)
+    front = tf.random.stateless_binomial(
+        tf.stack([2, tf.size(row, out_type=tf.int64)]),
+        truncation_seed,
+        counts=tf.cast(tf.stack([length_a - new_a, length_b - new_b]), tf.float64),
+        probs=tf.constant(0.5, tf.float64),
+        output_dtype=tf.int64,
+    )
+    a_begin, b_begin = a_begin + front[0], b_begin + front[1]
 
     def gather_ranges(begin, limit):
         indices = tf.ragged.range(begin, limit)
         return indices.with_flat_values(tf.gather(flat_tokens, indices.flat_values))
 
-    # [iterations, documents, 6] -> document-major, active rows only.
-    stacked = tf.transpose(outputs.stack(), [1, 0, 2])
-    active = tf.equal(stacked[:, :, 5], 1)
-    rows = tf.boolean_mask(stacked, active)
-    row_of = tf.boolean_mask(
-        tf.broadcast_to(doc_index[:, tf.newaxis], tf.shape(active, out_type=tf.int64)), active
-    )
     return {
-        "tokens_a": gather_ranges(rows[:, 0], rows[:, 1]),
-        "tokens_b": gather_ranges(rows[:, 2], rows[:, 3]),
-        "is_random_next": tf.equal(rows[:, 4], 1),
-        "document": tf.gather(original, row_of),
-        "duplicate": tf.gather(duplicate, row_of),
+        "tokens_a": gather_ranges(a_begin, a_begin + new_a),
+        "tokens_b": gather_ranges(b_begin, b_begin + new_b),
+        "is_random_next": tf.gather(random_next, row),
+        "document": tf.gather(original, row),
+        "duplicate": tf.gather(duplicate_of_row, row),
     }
 
 

@@ -40,3 +40,12 @@ def write_corpus(path, documents, extra_blank_lines=False):
             if extra_blank_lines:
                 f.write("\n\n")
     return str(path)
+
+
+def unmasked_ids(input_ids, masked_lm_positions, masked_lm_ids, masked_lm_weights):
+    """input ids with the original ids put back at the masked positions (numpy)."""
+    ids = np.array(input_ids, copy=True)
+    real = np.asarray(masked_lm_weights) > 0
+    rows = np.broadcast_to(np.arange(len(ids))[:, None], real.shape)
+    ids[rows[real], np.asarray(masked_lm_positions)[real]] = np.asarray(masked_lm_ids)[real]
+    return ids

@@ -5,7 +5,7 @@ seeds, new masks each epoch, sharding, and training BertPretrainer on both sourc
 import numpy as np
 import pytest
 import tensorflow as tf
-from pretraining_synthetic import VOCAB, synthetic_documents, write_corpus
+from pretraining_synthetic import VOCAB, synthetic_documents, unmasked_ids, write_corpus
 
 from keras_bert_zoo.data import pretraining as data_pretraining
 from keras_bert_zoo.pretraining import dynamic
@@ -147,8 +147,16 @@ def test_sharding_by_files_and_by_blocks(tmp_path, vocab_file):
         return take(ds, 1000)
 
     def texts(features):
-        ids = features["input_word_ids"]
-        return {tuple(row[1:4]) for row in ids}
+        # Segment A of each pair, unmasked: it comes from the pipeline's own documents
+        # (masked ids, which every pipeline writes, would make unrelated rows collide).
+        ids = unmasked_ids(
+            features["input_word_ids"],
+            features["masked_lm_positions"],
+            features["masked_lm_ids"],
+            features["masked_lm_weights"],
+        )
+        separator = VOCAB.index("[SEP]")
+        return {tuple(row[1 : int(np.flatnonzero(row == separator)[0])]) for row in ids}
 
     both = f"{a},{b}"
     zero, one = shard(both, 0), shard(both, 1)
