@@ -348,6 +348,34 @@ class PretrainingMasker:
             self.mask_token_rate,
             self.random_token_rate,
         )
-        items = self.words(input_ids) if self.whole_word_mask else input_ids
-        # For words, mask_language_model returns the pieces merged back to [batch, (tokens)].
-        return tf_text.mask_language_model(items, selector, chooser, axis=1)
+        if self.whole_word_mask:
+            # For words, mask_language_model returns the pieces merged back to
+            # [batch, (tokens)].
+            return tf_text.mask_language_model(self.words(input_ids), selector, chooser, axis=1)
+        return _mask_single_tokens(input_ids, selector, chooser)
+
+
+def _mask_single_tokens(input_ids: tf.RaggedTensor, selector, chooser):
+    """``tf_text.mask_language_model(input_ids, selector, chooser)`` for single tokens.
+
+    The same selection, values and outputs, on flat values: mask_language_model's
+    ragged ``boolean_mask`` and ``batch_gather`` (row ids of every token through
+    ``tf.repeat``, a segment sum per mask) cost about as much as the selection itself
+    on a creator chunk. The test suite checks that both give identical results.
+    """
+    flat = input_ids.flat_values
+    splits = tf.cast(input_ids.row_splits, tf.int64)
+    chosen = selector.get_selection_mask(input_ids, axis=1).flat_values
+    chosen_index = tf.where(chosen)[:, 0]  # ascending: positions come out sorted
+    # Row boundaries among the chosen tokens by binary search (a cumulative count over
+    # every token is slower on CPU).
+    prediction_splits = tf.searchsorted(chosen_index, splits, side="left", out_type=tf.int64)
+    labels = tf.RaggedTensor.from_row_splits(
+        tf.gather(flat, chosen_index),
+        tf.cast(prediction_splits, input_ids.row_splits.dtype),
+        validate=False,
+    )
+    positions = labels.with_flat_values(chosen_index - tf.gather(splits, labels.value_rowids()))
+    values = tf.cast(chooser.get_mask_values(labels).flat_values, flat.dtype)
+    masked = tf.tensor_scatter_nd_update(flat, chosen_index[:, tf.newaxis], values)
+    return input_ids.with_flat_values(masked), positions, labels

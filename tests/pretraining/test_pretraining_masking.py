@@ -9,10 +9,15 @@ whole-word loop run on the same random order.
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_text as tf_text
 from pretraining_synthetic import VOCAB
 from scipy import stats
 
-from keras_bert_zoo.text.masking import PretrainingMasker, WholeWordBudgetSelector
+from keras_bert_zoo.text.masking import (
+    PretrainingMasker,
+    StatelessMaskValuesChooser,
+    WholeWordBudgetSelector,
+)
 
 CLS, SEP, MASK = VOCAB.index("[CLS]"), VOCAB.index("[SEP]"), VOCAB.index("[MASK]")
 WORD_IDS = [i for i, t in enumerate(VOCAB) if not t.startswith("[") and not t.startswith("##")]
@@ -195,3 +200,22 @@ def test_bad_settings_are_refused(vocab_file, tmp_path):
         PretrainingMasker(vocab_file, max_predictions_per_seq=0)
     with pytest.raises(ValueError, match=r"lacks \['\[MASK\]'\]"):
         PretrainingMasker([t for t in VOCAB if t != "[MASK]"])
+
+
+def test_single_token_path_equals_tensorflow_text_mask_language_model(vocab_file):
+    """Single tokens are masked on flat values (for speed), not through
+    tf_text.mask_language_model: with the same selector and values chooser, both give
+    the same masked ids, positions and labels, including empty and short rows."""
+    masker = PretrainingMasker(vocab_file, 20, 0.15)
+    rows = random_rows(400, seed=11) + [[CLS, SEP, SEP], [CLS, WORD_IDS[0], SEP, SEP]]
+    ids = tf.ragged.constant(rows, tf.int32)
+    seed = tf.constant([3, 4], tf.int64)
+    ours = masker(ids, seed)
+    selector_seed, chooser_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
+    selector = WholeWordBudgetSelector(20, 0.15, [CLS, SEP], selector_seed)
+    chooser = StatelessMaskValuesChooser(len(VOCAB), MASK, chooser_seed)
+    reference = tf_text.mask_language_model(ids, selector, chooser, axis=1)
+    for got, expected in zip(ours, reference, strict=True):
+        assert got.to_list() == expected.to_list()
+    # Not vacuous: every row but the one without candidates has a prediction.
+    assert sum(1 for row in ours[1].to_list() if row) == len(rows) - 1
