@@ -276,12 +276,11 @@ class ChunkProcessor:
         features = {name: value.numpy() for name, value in out.items()}
         count = len(features["next_sentence_labels"])
         order = np.random.default_rng([config.random_seed, index]).permutation(count)
-        features = {name: value[order] for name, value in features.items()}
         stats.instances = count
         stats.instance_tokens = int(features["input_mask"].sum())
         stats.masked_tokens = int(features["masked_lm_weights"].sum())
         stats.random_next = int(features["next_sentence_labels"].sum())
-        records, lengths = writer.encode_pretraining_examples(features)
+        records, lengths = writer.encode_pretraining_examples(features, order=order)
         return ChunkResult(index, records, lengths, stats)
 
 

@@ -115,7 +115,9 @@ def _length_delimited(tag: int, body: _Row) -> _Row:
 
 
 def encode_pretraining_examples(
-    features: Mapping[str, np.ndarray], batch_size: int = 2048
+    features: Mapping[str, np.ndarray],
+    batch_size: int = 2048,
+    order: np.ndarray | None = None,
 ) -> tuple[bytes, np.ndarray]:
     """Serialized ``tf.train.Example`` records of dense instances.
 
@@ -126,15 +128,23 @@ def encode_pretraining_examples(
             ``masked_lm_positions``, ``masked_lm_ids``, ``masked_lm_weights``
             ``[N, P]``, ``next_sentence_labels`` ``[N]``.
         batch_size: records encoded per numpy pass (bounds the temporary memory).
+        order: optional row indices: the records of these rows, in this order (a
+            permutation shuffles them; gathering batch by batch saves a pass over
+            every feature).
 
     Returns:
         ``(blob, lengths)``: the records back to back and their byte lengths
         (``split_records`` cuts them apart).
     """
-    count = len(features["input_word_ids"])
+    arrays = {name: np.asarray(value) for name, value in features.items()}
+    count = len(arrays["input_word_ids"]) if order is None else len(order)
     blobs, lengths = [], []
     for start in range(0, count, batch_size):
-        part = {k: np.asarray(v)[start : start + batch_size] for k, v in features.items()}
+        if order is None:
+            part = {k: v[start : start + batch_size] for k, v in arrays.items()}
+        else:
+            rows = order[start : start + batch_size]
+            part = {k: v[rows] for k, v in arrays.items()}
         blob, length = _encode_batch(part)
         blobs.append(blob)
         lengths.append(length)

@@ -63,6 +63,17 @@ def test_encoder_matches_protobuf(seq, pred, vocab_size):
         )
 
 
+def test_encoder_order_writes_the_rows_in_that_order():
+    features = random_features(300, 16, 3, 50)
+    order = np.random.default_rng(4).permutation(300)
+    blob, lengths = writer.encode_pretraining_examples(features, batch_size=64, order=order)
+    records = writer.split_records(blob, lengths)
+    assert len(records) == 300
+    for position in (0, 63, 64, 299):
+        expected = protobuf_example(features, order[position])
+        assert tf.train.Example.FromString(records[position]) == expected
+
+
 def test_expand_output_files():
     assert writer.expand_output_files("a.tfrecord") == ["a.tfrecord"]
     assert writer.expand_output_files("a, b ,c") == ["a", "b", "c"]
