@@ -306,12 +306,10 @@ def pad_instances(
     pred_shape = tf.stack([rows, tf.cast(max_predictions, rows.dtype)])
     return {
         "input_word_ids": tf.cast(input_ids.to_tensor(0, shape=seq_shape), tf.int32),
-        "input_mask": tf.cast(
-            tf.ones_like(input_ids, tf.int32).to_tensor(0, shape=seq_shape), tf.int32
-        ),
+        "input_mask": tf.sequence_mask(input_ids.row_lengths(), max_seq_length, tf.int32),
         "input_type_ids": tf.cast(segment_ids.to_tensor(0, shape=seq_shape), tf.int32),
         "masked_lm_positions": tf.cast(positions.to_tensor(0, shape=pred_shape), tf.int32),
         "masked_lm_ids": tf.cast(labels.to_tensor(0, shape=pred_shape), tf.int32),
-        "masked_lm_weights": tf.ones_like(labels, tf.float32).to_tensor(0.0, shape=pred_shape),
+        "masked_lm_weights": tf.sequence_mask(labels.row_lengths(), max_predictions, tf.float32),
         "next_sentence_labels": tf.cast(is_random_next, tf.int32),
     }
