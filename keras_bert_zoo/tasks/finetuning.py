@@ -941,6 +941,22 @@ def run_finetuning(config: FinetuningConfig) -> FinetuningResult:
     return result
 
 
+def _check_packable(task, model) -> None:
+    """Raises a `ValueError` naming the flag and the task unless `Trainer` can train
+    `model` on packed batches (`--packed_sequences`)."""
+    from keras_bert_zoo.models import packed
+
+    try:
+        packed.check_supported(model)
+    except TypeError as error:
+        raise ValueError(
+            f"--packed_sequences does not apply to task {task.task_name!r}: it trains a "
+            f"{type(model).__name__}, whose outputs or inputs are not one per example; "
+            f"packed batches train {[m.__name__ for m in packed.SUPPORTED_MODELS]} only. "
+            "Run it without --packed_sequences"
+        ) from error
+
+
 def _train(config: FinetuningConfig, strategy) -> FinetuningResult:
     from keras_bert_zoo.models import BertEncoder
     from keras_bert_zoo.training import Trainer, optimization
@@ -970,6 +986,10 @@ def _train(config: FinetuningConfig, strategy) -> FinetuningResult:
             "it evaluation data (e.g. --eval_file or --heldout_fraction)"
         )
     preprocessor = task.make_preprocessor(tokenizer)
+    with strategy.scope():
+        model = task.build_model(BertEncoder.from_bert_config(source.bert_config))
+    if config.packed_sequences:
+        _check_packable(task, model)
     _write_run_task_file(output_dir, task, tokenizer)
 
     steps_per_epoch = len(train_examples) / config.train_batch_size
@@ -994,8 +1014,6 @@ def _train(config: FinetuningConfig, strategy) -> FinetuningResult:
     )
 
     with strategy.scope():
-        encoder = BertEncoder.from_bert_config(source.bert_config)
-        model = task.build_model(encoder)
         model.compile(
             optimizer=optimization.create_optimizer(
                 training_flags.optimizer_config(config), num_train_steps

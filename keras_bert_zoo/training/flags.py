@@ -5,7 +5,7 @@ the parsed values into a strategy, an optimizer config and the `Trainer`'s setti
 
 Flags: `--output_dir`, `--init_checkpoint`, `--seed`, `--train_batch_size` (global,
 split across replicas); `--distribution_strategy`, `--tpu`, `--num_gpus`;
-`--dtype_policy`, `--mixed_precision`, `--jit_compile`; `--optimizer`,
+`--dtype_policy`, `--mixed_precision`, `--jit_compile`; `--packed_sequences`; `--optimizer`,
 `--learning_rate`, `--lr_schedule`, `--num_warmup_steps`, `--warmup_proportion`,
 `--end_learning_rate`, `--decay_power`, `--decay_from_step_zero`, `--weight_decay`,
 `--exclude_embeddings_from_weight_decay`, `--adam_beta_1`, `--adam_beta_2`,
@@ -155,6 +155,21 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS, **defaults) -> Non
         "Shorthand: mixed_float16 on GPUs, mixed_bfloat16 on TPUs and CPUs.",
     )
     _define(d, "bool", "jit_compile", default("jit_compile"), "Compile the training step with XLA.")
+    # === Packing ===
+    _define(
+        d,
+        "bool",
+        "packed_sequences",
+        default("packed_sequences"),
+        "Train on packed batches: several examples per row, attending only within their "
+        "own example (block-diagonal attention), so the step computes no padding; the "
+        "losses and gradients are the padded batches' (to float rounding; dropout masks "
+        "differ). Faster when most examples are much shorter than --max_seq_length "
+        "(real sentences and sentence pairs); no gain on full rows. For models with one "
+        "output per example: sentence and sentence-pair classification and regression "
+        "(GLUE, text_classification) and pretraining; tagging, question answering and "
+        "multiple choice are refused.",
+    )
     # === Optimizer ===
     _define(
         d,
@@ -306,6 +321,7 @@ class TrainingOptions:
     dtype_policy: str | None = None
     mixed_precision: bool = False
     jit_compile: bool = False
+    packed_sequences: bool = False
     optimizer: str = "adamw"
     learning_rate: float = 1e-4
     lr_schedule: str = "linear"
@@ -410,6 +426,7 @@ def trainer_kwargs(flag_values=flags.FLAGS) -> dict:
         "model_dir": flag_values.output_dir,
         "gradient_accumulation_steps": flag_values.gradient_accumulation_steps,
         "jit_compile": flag_values.jit_compile,
+        "packed_sequences": flag_values.packed_sequences,
         "steps_per_loop": flag_values.steps_per_loop,
         "checkpoint_every": flag_values.checkpoint_every,
         "keep_checkpoints": flag_values.keep_checkpoints,
