@@ -37,6 +37,7 @@ INSTALL_REQUIRES = [
 EXTRAS_REQUIRE = {
     "test": [
         "pytest>=8",
+        "pytest-xdist>=3.5",  # pyproject.toml runs the suite in two processes
         "ruff>=0.6",
         MINILM,
         "gensim==4.4.0",  # ships a real Wikipedia XML dump excerpt as test data
