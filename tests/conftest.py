@@ -35,3 +35,23 @@ def _loaded_tool(name):
 def load_tool():
     """`with load_tool("convert_checkpoint") as module:` (see `_loaded_tool`)."""
     return _loaded_tool
+
+
+@pytest.fixture
+def packed_batch_keys(monkeypatch):
+    """The input keys of every packed training step traced while the test runs.
+
+    Wraps `models.packed.packed_loss_fn` (called at trace time), so a test can check
+    that a run really trained on packed batches.
+    """
+    from keras_bert_zoo.models import packed
+
+    keys = []
+    packed_loss_fn = packed.packed_loss_fn
+
+    def recording_loss_fn(model, x, y, sample_weight):
+        keys.append(sorted(x))
+        return packed_loss_fn(model, x, y, sample_weight)
+
+    monkeypatch.setattr(packed, "packed_loss_fn", recording_loss_fn)
+    return keys

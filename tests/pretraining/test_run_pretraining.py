@@ -215,7 +215,7 @@ def test_resume_from_a_checkpoint_ends_as_the_uninterrupted_run(phase1, data, tm
     assert (output_dir / "export_huggingface" / "model.safetensors").is_file()
 
 
-def test_packed_sequences_follow_the_padded_run(data, tmp_path, monkeypatch):
+def test_packed_sequences_follow_the_padded_run(data, tmp_path, packed_batch_keys):
     """`--packed_sequences` reaches the Trainer and trains BertPretrainer on packed
     batches with the padded run's losses and gradient norms, to float rounding.
 
@@ -225,16 +225,7 @@ def test_packed_sequences_follow_the_padded_run(data, tmp_path, monkeypatch):
     them by 0.7% and the gradient norms by 7%, while correct packing agrees to about
     1e-7 (measured on CPU).
     """
-    from keras_bert_zoo.models import packed
-
-    packed_batches = []
-    packed_loss_fn = packed.packed_loss_fn
-
-    def recording_loss_fn(model, x, y, sample_weight):
-        packed_batches.append(sorted(x))  # at trace time: the keys the step trains on
-        return packed_loss_fn(model, x, y, sample_weight)
-
-    monkeypatch.setattr(packed, "packed_loss_fn", recording_loss_fn)
+    packed_batches = packed_batch_keys
     config_file = tmp_path / "bert_config.json"
     config_file.write_text(json.dumps({**TINY, "initializer_range": 0.2}), encoding="utf-8")
     runs = {}

@@ -23,7 +23,6 @@ import sys
 import numpy as np
 import pytest
 
-from keras_bert_zoo.models import packed
 from keras_bert_zoo.tasks import finetuning
 from keras_bert_zoo.tasks.feature_extraction import demo_model_dir
 from keras_bert_zoo.text.vocab import load_vocab
@@ -53,16 +52,9 @@ def no_dropout_checkpoint(tmp_path_factory):
 
 
 def test_packed_run_follows_the_padded_loss_trajectory(
-    no_dropout_checkpoint, tmp_path, monkeypatch
+    no_dropout_checkpoint, tmp_path, packed_batch_keys
 ):
-    packed_batches = []
-    packed_loss_fn = packed.packed_loss_fn
-
-    def recording_loss_fn(model, x, y, sample_weight):
-        packed_batches.append(sorted(x))  # at trace time: the keys the step trains on
-        return packed_loss_fn(model, x, y, sample_weight)
-
-    monkeypatch.setattr(packed, "packed_loss_fn", recording_loss_fn)
+    packed_batches = packed_batch_keys
     results = {}
     for packed_sequences in (False, True):
         results[packed_sequences] = finetuning.run_finetuning(
