@@ -29,11 +29,10 @@ It produces records in google-research/bert's format with its algorithm (see
 * **Atomic.** Records go to temporary files that are renamed to their final names
   only when the whole run succeeded.
 
-Deliberate deviations from the original: instances
-are shuffled within their chunk (the original shuffles all instances of the corpus
-globally; readers shuffle files and records again), a file boundary ends a document,
-random-next comes from the chunk, whole-word masking never joins a ``##`` piece
-across ``[SEP]``.
+Deliberate deviations from the original: instances are shuffled within their chunk
+(the original shuffles all instances of the corpus globally; readers shuffle files and
+records again), a file boundary ends a document, random-next comes from the chunk,
+whole-word masking never joins a ``##`` piece across ``[SEP]``.
 """
 
 from __future__ import annotations
@@ -241,10 +240,11 @@ class ChunkProcessor:
         max_num_tokens = config.max_seq_length - 3
         long_rows = np.flatnonzero(token_counts > max_num_tokens)
         stats.long_sentences = len(long_rows)
-        stats.long_sentence_locations = [
-            self._location(documents[d], i - first_sentence[d])
-            for i, d in ((i, document_of_sentence[i]) for i in long_rows[:_LOGGED_LOCATIONS])
-        ]
+        for row in long_rows[:_LOGGED_LOCATIONS]:
+            document = document_of_sentence[row]
+            stats.long_sentence_locations.append(
+                self._location(documents[document], row - first_sentence[document])
+            )
         # Empty sentences (nothing left after tokenization) and then empty documents
         # are dropped, as the original does.
         keep = token_counts > 0
