@@ -10,6 +10,12 @@ from keras import ops
 _MASK_BIAS = -1e9
 
 
+def gather_positions(values, positions):
+    """`values[b, positions[b, p], :]`: a `[batch, seq, width]` tensor read at
+    `[batch, P]` positions of each row, `[batch, P, width]`."""
+    return ops.take_along_axis(values, ops.cast(positions, "int32")[:, :, None], axis=1)
+
+
 def attention_head_size(hidden_size: int, num_heads: int, owner: str = "") -> int:
     """Width of each of `num_heads` heads splitting `hidden_size`; a ValueError if
     they do not divide (its message starts with `owner`, e.g. `"BertConfig."`)."""
@@ -118,6 +124,31 @@ class BertSelfAttention(keras.layers.Layer):
         query, key, value = (layout.to_padded(t) for t in self._project(tokens))
         context = self._attend(query, key, value, layout.attention_mask, training)
         return self.attention_output(layout.to_tokens(context))
+
+    def call_at(self, hidden_states, query_positions, attention_mask=None, training=None):
+        """The attention outputs at `query_positions` only.
+
+        Keys and values come from every position, queries from the chosen ones: the
+        result equals `call(...)` gathered at `query_positions`, for a fraction of the
+        query projection, the scores and the output projection.
+
+        Args:
+            hidden_states: float tensor `[batch, seq_len, hidden]`.
+            query_positions: int tensor `[batch, num_queries]`, positions in each row.
+            attention_mask: as in `call`; a `[batch, seq_len, seq_len]` mask is read at
+                the query rows.
+            training: bool. Dropout on the attention probabilities.
+
+        Returns:
+            `[batch, num_queries, hidden]`.
+        """
+        queries = gather_positions(hidden_states, query_positions)
+        query = self.query(queries) * (1.0 / math.sqrt(self.head_size))
+        if attention_mask is not None and len(attention_mask.shape) == 3:
+            attention_mask = gather_positions(attention_mask, query_positions)
+        key, value = self.key(hidden_states), self.value(hidden_states)
+        context = self._attend(query, key, value, attention_mask, training)
+        return self.attention_output(context)
 
     def _project(self, hidden_states):
         """Query (already scaled), key and value, each `[batch, seq, heads, head_size]`."""

@@ -3,7 +3,11 @@
 import keras
 
 from keras_bert_zoo.layers.activations import apply_activation, check_activation
-from keras_bert_zoo.layers.attention import BertSelfAttention, attention_head_size
+from keras_bert_zoo.layers.attention import (
+    BertSelfAttention,
+    attention_head_size,
+    gather_positions,
+)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -125,6 +129,29 @@ class TransformerEncoderBlock(keras.layers.Layer):
         """
         attention_output = self.attention.call_packed(tokens, layout, training=training)
         return self._add_and_feed_forward(tokens, attention_output, training)
+
+    def call_at(self, hidden_states, positions, attention_mask=None, training=None):
+        """The block's outputs at `positions` only: `call(...)` gathered there.
+
+        Every position still serves as a key and value; queries, the residual, the
+        feed-forward layer and the LayerNorms run on the chosen positions alone. A
+        model whose heads read a few positions of the last block (the [CLS] token
+        for classification, the masked positions for pretraining) needs no more.
+
+        Args:
+            hidden_states: float tensor `[batch, seq_len, hidden]`.
+            positions: int tensor `[batch, num_positions]`, positions in each row.
+            attention_mask: as in `call`.
+            training: bool. Dropout.
+
+        Returns:
+            `[batch, num_positions, hidden]`.
+        """
+        attention_output = self.attention.call_at(
+            hidden_states, positions, attention_mask, training=training
+        )
+        gathered = gather_positions(hidden_states, positions)
+        return self._add_and_feed_forward(gathered, attention_output, training)
 
     def _add_and_feed_forward(self, hidden_states, attention_output, training):
         """Everything after the attention; it acts on each position on its own."""

@@ -149,7 +149,15 @@ class BertEncoder(keras.Model):
         self.layer_norm_epsilon = layer_norm_epsilon
 
     def run_layers(
-        self, word_ids, type_ids, attention_mask, *, layout=None, position_ids=None, training=None
+        self,
+        word_ids,
+        type_ids,
+        attention_mask,
+        *,
+        layout=None,
+        position_ids=None,
+        output_positions=None,
+        training=None,
     ):
         """The encoder's layer loop: embeddings, the blocks, the pooler.
 
@@ -158,15 +166,32 @@ class BertEncoder(keras.Model):
         ids are those tokens only (`[1, num_tokens]`, with their `position_ids`), each
         block runs `call_packed`, and every output comes back in the padded layout.
 
+        With `output_positions` (int `[batch, P]`, column 0 all zeros: the [CLS]
+        position), the last block computes its outputs at those positions only
+        (`TransformerEncoderBlock.call_at`): `sequence_output` and the last
+        `encoder_outputs` entry are then `[batch, P, hidden]`, the padded outputs read
+        at `output_positions`, and the pooler reads column 0. Training steps whose
+        heads read a few positions use it (`keras_bert_zoo.models.head_positions`).
+
         Returns:
             dict of `sequence_output`, `pooled_output`, `encoder_outputs`.
         """
+        if layout is not None and output_positions is not None:
+            raise ValueError(
+                "BertEncoder.run_layers takes `layout` (packed rows) or `output_positions`, "
+                "not both"
+            )
         hidden_states = self.embeddings(
             word_ids, type_ids, position_ids=position_ids, training=training
         )
         encoder_outputs = []
-        for block in self.transformer_layers:
-            if layout is None:
+        for index, block in enumerate(self.transformer_layers):
+            if output_positions is not None and index == len(self.transformer_layers) - 1:
+                hidden_states = block.call_at(
+                    hidden_states, output_positions, attention_mask, training=training
+                )
+                encoder_outputs.append(hidden_states)
+            elif layout is None:
                 hidden_states = block(hidden_states, attention_mask, training=training)
                 encoder_outputs.append(hidden_states)
             else:

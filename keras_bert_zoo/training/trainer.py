@@ -95,7 +95,7 @@ import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
 from keras_bert_zoo.data import packing
-from keras_bert_zoo.models import packed
+from keras_bert_zoo.models import head_positions, packed
 from keras_bert_zoo.training import distribute
 from keras_bert_zoo.training.checkpointing import CheckpointManager
 from keras_bert_zoo.utils.atomic import atomic_directory, write_json_atomically
@@ -205,7 +205,11 @@ class Trainer:
         progress: `"bar"` (Keras progress bar), `"log"` (one absl/logging line per loop),
             `"none"`, or `"auto"` (a bar on a terminal, else log lines).
         loss_fn: `f(model, x, y, sample_weight) -> (loss, y_pred)` for one micro-batch;
-            `default_loss_fn` calls the model and its `compute_loss`.
+            `default_loss_fn` calls the model and its `compute_loss`. The default is
+            `default_loss_fn`, except for `BertClassifier` and `BertPretrainer`:
+            `keras_bert_zoo.models.head_positions.head_positions_loss_fn`, the same
+            outputs and loss with the last block computed only at the positions the
+            heads read.
         packed_sequences: train on packed batches (`keras_bert_zoo.data.packing`):
             each padded batch from `dataset_fn` is packed, several examples to a row,
             before it reaches the step, and the step runs
@@ -264,6 +268,8 @@ class Trainer:
             if self.packing_row_bucket < 1:
                 raise ValueError(f"packing_row_bucket must be >= 1, got {packing_row_bucket}")
             loss_fn = loss_fn or packed.packed_loss_fn
+        elif loss_fn is None and head_positions.supports(model):
+            loss_fn = head_positions.head_positions_loss_fn
         self.loss_fn = loss_fn or default_loss_fn
 
         optimizer = model.optimizer
