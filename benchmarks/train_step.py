@@ -13,17 +13,26 @@ weights, dropout 0.1 and AdamW everywhere, one process:
 Configurations (each step = forward, backward, optimizer update):
 
 - ours: `Trainer` (the library's one training loop), as a graph (`jit_compile=False`,
-  TensorFlow's oneDNN kernels where TensorFlow enables oneDNN) and with XLA; on
-  cls_real `Trainer(packed_sequences=True)` (several sentences per row,
-  block-diagonal attention), length-bucketed batches (sorted by length within windows
-  of 4 batches of a shuffled stream) trimmed to their longest row, and rows padded to
-  128; on cls_full also our model under Keras' own `fit` step (`train_on_batch`), to
-  show what the `Trainer` loop costs.
+  TensorFlow's oneDNN kernels where TensorFlow enables oneDNN) and with XLA. Its
+  default loss function for `BertClassifier` and `BertPretrainer` computes the last
+  encoder block only at the positions the heads read
+  (`keras_bert_zoo.models.head_positions`); "whole last block" is the same `Trainer`
+  with `loss_fn=default_loss_fn` (`model(x)`), to show what that saves. On cls_real
+  `Trainer(packed_sequences=True)` (several sentences per row, block-diagonal
+  attention), length-bucketed batches (sorted by length within windows of 4 batches of
+  a shuffled stream) trimmed to their longest row, and rows padded to 128; on cls_full
+  also our model under Keras' own `fit` step (`train_on_batch`), to show what the
+  `Trainer` loop costs.
 - keras-hub: `BertTextClassifier` / `BertMaskedLM`, `train_on_batch` (the step `fit`
   runs), default compile and `jit_compile=True`.
 - HF torch: `BertForSequenceClassification` / `BertForPreTraining`, `torch.optim.AdamW`,
   rows padded to 128 and (cls_real) to the batch's longest row, as
   `DataCollatorWithPadding` does.
+- bfloat16 (`--bf16`, on by default where the CPU has native bf16 matmuls: avx512_bf16
+  or AMX): each side's documented mixed precision: ours and keras-hub with the
+  `mixed_bfloat16` dtype policy, HF with `torch.autocast("cpu", dtype=torch.bfloat16)`
+  (what `transformers.Trainer(bf16=True)` does on a CPU). Ratios are printed like for
+  like (float32 against float32, bfloat16 against bfloat16) and across precisions.
 
 keras-hub's preprocessor always pads to its `sequence_length`; on cls_real it is also
 run on batches trimmed to their longest row, so that every peer gets its best shot.
@@ -75,7 +84,13 @@ def parse_args(argv=None):
     parser.add_argument("--steps_per_call", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--real_kind", default="single", choices=("single", "pairs"))
-    parser.add_argument("--bf16", action="store_true", help="add ours under mixed_bfloat16")
+    parser.add_argument(
+        "--bf16",
+        default="auto",
+        choices=("auto", "on", "off"),
+        help="add ours and the peers in bfloat16 mixed precision (auto: where the CPU has "
+        "native bf16 matmuls, avx512_bf16 or AMX)",
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run: tiny and short")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -87,11 +102,25 @@ def parse_args(argv=None):
     for name in args.peers:
         if name not in PEERS:
             parser.error(f"--peers: unknown {name!r}; choose from {PEERS}")
+    args.bf16 = native_bf16() if args.bf16 == "auto" else args.bf16 == "on"
     if args.quick:
         args.preset = "bert_tiny_uncased"
         args.batch_size, args.num_batches = 8, 3
         args.steps_per_call, args.repeats = 1, 2
     return args
+
+
+def cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line for line in f if line.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return []
+
+
+def native_bf16():
+    """Whether this CPU multiplies bfloat16 natively (else oneDNN converts to fp32)."""
+    return bool({"avx512_bf16", "amx_bf16"} & set(cpu_flags()))
 
 
 # === Data ===
@@ -300,19 +329,20 @@ def our_classifier(config, dtype=None):
     return BertClassifier(BertEncoder.from_bert_config(config, dtype=dtype), num_classes=2)
 
 
-def our_pretrainer(config):
+def our_pretrainer(config, dtype=None):
     from keras_bert_zoo.models import BertEncoder, BertPretrainer
 
-    return BertPretrainer(BertEncoder.from_bert_config(config))
+    return BertPretrainer(BertEncoder.from_bert_config(config, dtype=dtype))
 
 
 # === keras-hub ===
 
 
-def keras_hub_backbone(config):
+def keras_hub_backbone(config, dtype=None):
     import keras_hub
 
     return keras_hub.models.BertBackbone(
+        dtype=dtype,
         vocabulary_size=config.vocab_size,
         num_layers=config.num_layers,
         num_heads=config.num_heads,
@@ -324,11 +354,14 @@ def keras_hub_backbone(config):
     )
 
 
-def keras_hub_step(args, config, batches, jit_compile, masked_lm=False):
+def keras_hub_step(args, config, batches, jit_compile, masked_lm=False, dtype=None):
+    """keras-hub's task model under its `fit` step; `dtype="mixed_bfloat16"` is its
+    documented mixed precision (the backbone's dtype policy, which the task's head
+    layers take from it)."""
     import keras
     import keras_hub
 
-    backbone = keras_hub_backbone(config)
+    backbone = keras_hub_backbone(config, dtype)
     if masked_lm:
         model = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
     else:
@@ -374,7 +407,12 @@ def hf_config(config):
     )
 
 
-def hf_step(args, config, batches, pretraining=False):
+def hf_step(args, config, batches, pretraining=False, bf16=False):
+    """HF torch training step; `bf16=True` runs the forward pass under
+    `torch.autocast("cpu", dtype=torch.bfloat16)`, what `transformers.Trainer(bf16=True)`
+    does on a CPU."""
+    import contextlib
+
     import torch
     import transformers
 
@@ -403,7 +441,9 @@ def hf_step(args, config, batches, pretraining=False):
 
     def step(feed):
         optimizer.zero_grad(set_to_none=True)
-        loss = model(**feed).loss
+        autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+        with autocast:
+            loss = model(**feed).loss
         loss.backward()
         optimizer.step()
         return float(loss.detach())
@@ -435,40 +475,59 @@ def measure(args, configs, flops, batch_size):
     for name, timing in timings.items():
         per_step = timing.median / args.steps_per_call
         speeds[name] = batch_size / per_step
+        achieved = flops[name] / per_step
         rows.append(
             [
                 name,
                 f"{speeds[name]:.1f}",
                 f"{timing.spread:.0%}",
-                f"{flops[name] / per_step / 1e9:.1f}",
-                f"{flops[name] / per_step / PEAK['float32']:.0%}",
+                f"{achieved / 1e9:.1f}",
+                f"{achieved / PEAK['float32']:.0%}",
+                f"{achieved / PEAK['bfloat16']:.0%}" if is_bf16(name) else "-",
             ]
         )
-    print(
-        format_table(["configuration", "seq/s", "spread", "useful GFLOP/s", "of fp32 peak"], rows),
-        flush=True,
-    )
+    header = ["configuration", "seq/s", "spread", "useful GFLOP/s", "of fp32 peak", "of bf16 peak"]
+    print(format_table(header, rows), flush=True)
     return speeds
 
 
+def is_bf16(name):
+    return "bf16" in name
+
+
 def ratios(speeds, targets):
-    """Ours-best against each peer's best, with the issue's targets."""
-    ours_best = max((v, k) for k, v in speeds.items() if k.startswith("ours"))
-    print(f"ours-best: {ours_best[1]} ({ours_best[0]:.1f} seq/s)")
-    for peer, target in targets.items():
-        candidates = [(v, k) for k, v in speeds.items() if k.startswith(peer)]
-        if not candidates:
-            continue
-        best = max(candidates)
-        ratio = ours_best[0] / best[0]
-        verdict = "met" if ratio >= target else "NOT met"
-        print(
-            f"  ours-best / {best[1]} ({best[0]:.1f} seq/s) = {ratio:.2f}x "
-            f"(target >= {target}x: {verdict})"
-        )
+    """Ours-best against each peer's best, with the issue's targets: like for like in
+    float32, like for like in bfloat16 (when measured), and across precisions."""
+    groups = [("float32", lambda name: not is_bf16(name))]
+    if any(is_bf16(name) for name in speeds):
+        groups += [("bfloat16", is_bf16), ("either precision", lambda name: True)]
+    for label, keep in groups:
+        subset = {k: v for k, v in speeds.items() if keep(k)}
+        ours_best = max((v, k) for k, v in subset.items() if k.startswith("ours"))
+        print(f"{label}: ours-best {ours_best[1]} ({ours_best[0]:.1f} seq/s)")
+        for peer, target in targets.items():
+            candidates = [(v, k) for k, v in subset.items() if k.startswith(peer)]
+            if not candidates:
+                continue
+            best = max(candidates)
+            ratio = ours_best[0] / best[0]
+            verdict = "met" if ratio >= target else "NOT met"
+            print(
+                f"  ours-best / {best[1]} ({best[0]:.1f} seq/s) = {ratio:.2f}x "
+                f"(target >= {target}x: {verdict})"
+            )
 
 
 PEAK = {}
+BF16 = "mixed_bfloat16"
+
+
+def default_loss_fn():
+    """The `Trainer` loss function that runs the whole model (`model(x)`), every
+    position of the last block included: what the head-positions default saves."""
+    from keras_bert_zoo.training import default_loss_fn
+
+    return default_loss_fn
 
 
 def section_cls_full(args, config, rng, work_dir):
@@ -480,21 +539,38 @@ def section_cls_full(args, config, rng, work_dir):
         "ours Trainer XLA": ours(
             args, our_classifier(config), batches, work_dir, "full_xla", jit_compile=True
         ),
+        "ours Trainer, whole last block": ours(
+            args,
+            our_classifier(config),
+            batches,
+            work_dir,
+            "full_whole",
+            loss_fn=default_loss_fn(),
+        ),
         "ours BertClassifier, Keras fit step, default compile": keras_fit_step(
             args, our_classifier(config), batches
         ),
     }
     if args.bf16:
-        configs["ours Trainer mixed_bfloat16"] = ours(
-            args, our_classifier(config, "mixed_bfloat16"), batches, work_dir, "full_bf16"
+        configs["ours Trainer mixed_bf16"] = ours(
+            args, our_classifier(config, BF16), batches, work_dir, "full_bf16"
         )
     if "keras_hub" in args.peers:
         configs["keras-hub fit step, default compile"] = keras_hub_step(
             args, config, batches, False
         )
         configs["keras-hub fit step, jit_compile"] = keras_hub_step(args, config, batches, True)
+        if args.bf16:
+            configs["keras-hub fit step, default compile, mixed_bf16"] = keras_hub_step(
+                args, config, batches, False, dtype=BF16
+            )
+            configs["keras-hub fit step, jit_compile, mixed_bf16"] = keras_hub_step(
+                args, config, batches, True, dtype=BF16
+            )
     if "hf" in args.peers:
         configs["HF torch"] = hf_step(args, config, batches)
+        if args.bf16:
+            configs["HF torch, autocast bf16"] = hf_step(args, config, batches, bf16=True)
     flops = dict.fromkeys(configs, train_flops(config, lengths))
     speeds = measure(args, configs, flops, args.batch_size)
     ratios(speeds, {"keras-hub": 1.15, "HF": 1.0})
@@ -535,6 +611,15 @@ def section_cls_real(args, config, rng, work_dir):
             args, our_classifier(config), batches, work_dir, "padded"
         ),
     }
+    if args.bf16:
+        configs["ours Trainer packed_sequences, mixed_bf16"] = ours(
+            args,
+            our_classifier(config, BF16),
+            batches,
+            work_dir,
+            "packed_bf16",
+            packed_sequences=True,
+        )
     if "keras_hub" in args.peers:
         trimmed = [trim(b) for b in batches]
         configs["keras-hub fit step, default compile, s128"] = keras_hub_step(
@@ -546,11 +631,19 @@ def section_cls_real(args, config, rng, work_dir):
         configs["keras-hub fit step, default compile, trimmed to longest"] = keras_hub_step(
             args, config, trimmed, False
         )
+        if args.bf16:
+            configs["keras-hub fit step, default compile, trimmed to longest, mixed_bf16"] = (
+                keras_hub_step(args, config, trimmed, False, dtype=BF16)
+            )
     if "hf" in args.peers:
         configs["HF torch, padded to the batch's longest"] = hf_step(
             args, config, [trim(b) for b in batches]
         )
         configs["HF torch, padded to 128"] = hf_step(args, config, batches)
+        if args.bf16:
+            configs["HF torch, padded to the batch's longest, autocast bf16"] = hf_step(
+                args, config, [trim(b) for b in batches], bf16=True
+            )
     flops = dict.fromkeys(configs, flops_per_batch)
     speeds = measure(args, configs, flops, args.batch_size)
     ratios(speeds, {"keras-hub": 1.5, "HF": 1.5})
@@ -567,16 +660,42 @@ def section_pretrain(args, config, rng, work_dir):
         "ours Trainer XLA BertPretrainer": ours(
             args, our_pretrainer(config), batches, work_dir, "pretrain_xla", jit_compile=True
         ),
+        "ours Trainer BertPretrainer, whole last block": ours(
+            args,
+            our_pretrainer(config),
+            batches,
+            work_dir,
+            "pretrain_whole",
+            loss_fn=default_loss_fn(),
+        ),
     }
+    if args.bf16:
+        configs["ours Trainer BertPretrainer mixed_bf16"] = ours(
+            args, our_pretrainer(config, BF16), batches, work_dir, "pretrain_bf16"
+        )
+        configs["ours Trainer XLA BertPretrainer mixed_bf16"] = ours(
+            args,
+            our_pretrainer(config, BF16),
+            batches,
+            work_dir,
+            "pretrain_xla_bf16",
+            jit_compile=True,
+        )
     if "keras_hub" in args.peers:
-        configs["keras-hub BertMaskedLM fit step, default compile"] = keras_hub_step(
-            args, config, batches, False, masked_lm=True
-        )
-        configs["keras-hub BertMaskedLM fit step, jit_compile"] = keras_hub_step(
-            args, config, batches, True, masked_lm=True
-        )
+        for jit_compile, mode in ((False, "default compile"), (True, "jit_compile")):
+            configs[f"keras-hub BertMaskedLM fit step, {mode}"] = keras_hub_step(
+                args, config, batches, jit_compile, masked_lm=True
+            )
+            if args.bf16:
+                configs[f"keras-hub BertMaskedLM fit step, {mode}, mixed_bf16"] = keras_hub_step(
+                    args, config, batches, jit_compile, masked_lm=True, dtype=BF16
+                )
     if "hf" in args.peers:
         configs["HF torch BertForPreTraining"] = hf_step(args, config, batches, pretraining=True)
+        if args.bf16:
+            configs["HF torch BertForPreTraining, autocast bf16"] = hf_step(
+                args, config, batches, pretraining=True, bf16=True
+            )
     flops = dict.fromkeys(configs, train_flops(config, lengths, predictions=PREDICTIONS))
     speeds = measure(args, configs, flops, args.batch_size)
     ratios(speeds, {"keras-hub": 1.5, "HF": 3.0})
@@ -604,19 +723,16 @@ def describe_environment(args):
             f"torch {torch.__version__} ({torch.get_num_threads()} threads), "
             f"transformers {transformers.__version__}"
         )
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next(line for line in f if line.startswith("flags")).split()
-        isa = [
-            f
-            for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")
-            if f in flags
-        ]
-        print(f"CPUs visible: {os.cpu_count()}; CPU ISA: {' '.join(isa)}")
-        if "avx512_bf16" not in flags and "amx_bf16" not in flags:
-            print("  no avx512_bf16/AMX: bf16 matmuls are emulated (converted to fp32) here")
-    except (OSError, StopIteration):
-        pass
+    flags = cpu_flags()
+    isa = [
+        f
+        for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")
+        if f in flags
+    ]
+    print(f"CPUs visible: {os.cpu_count()}; CPU ISA: {' '.join(isa)}")
+    if not native_bf16():
+        print("  no avx512_bf16/AMX: bf16 matmuls are emulated (converted to fp32) here")
+    print(f"bfloat16 configurations (--bf16 {'on' if args.bf16 else 'off'}): ours, keras-hub, HF")
     print(
         f"timing: median of {args.repeats} interleaved calls of {args.steps_per_call} step(s) "
         f"each, after one untimed pass over the {args.num_batches} batches of every configuration"
