@@ -48,7 +48,7 @@ measured too (this CPU may emulate it: see the ISA line).
 Usage:
 
 ```
-PYTHONPATH=. python benchmarks/train_step.py                 # ~15 min on 2 cores
+PYTHONPATH=. python benchmarks/train_step.py                 # ~35 min on 2 cores
 PYTHONPATH=. python benchmarks/train_step.py --quick         # smoke run, ~3 min
 PYTHONPATH=. python benchmarks/train_step.py --sections cls_real --peers hf
 ```
