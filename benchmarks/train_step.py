@@ -479,7 +479,7 @@ def measure(args, configs, flops, batch_size):
         rows.append(
             [
                 name,
-                f"{speeds[name]:.1f}",
+                f"{speeds[name]:.{1 if speeds[name] >= 10 else 2}f}",  # bert_base: ~1.5
                 f"{timing.spread:.0%}",
                 f"{achieved / 1e9:.1f}",
                 f"{achieved / PEAK['float32']:.0%}",
