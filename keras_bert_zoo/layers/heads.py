@@ -87,6 +87,20 @@ class MaskedLMHead(keras.layers.Layer):
     def call(self, sequence_output, masked_lm_positions):
         positions = ops.cast(masked_lm_positions, "int32")
         gathered = ops.take_along_axis(sequence_output, positions[:, :, None], axis=1)
+        return self.gathered_logits(gathered)
+
+    def gathered_logits(self, gathered):
+        """The logits for outputs already read at the masked positions.
+
+        For forward passes that have them without a padded `sequence_output` to
+        gather from (packed rows; the last block run at those positions only).
+
+        Args:
+            gathered: float tensor `[batch, predictions, hidden]`.
+
+        Returns:
+            float32 logits `[batch, predictions, vocab_size]`.
+        """
         transformed = apply_activation(self.activation, self.transform_dense(gathered))
         transformed = self.transform_layer_norm(transformed)
         if self.embedding_layer is not None:

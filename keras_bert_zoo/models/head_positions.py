@@ -35,11 +35,10 @@ from collections.abc import Mapping
 from keras import ops
 
 from keras_bert_zoo.inputs import INPUT_MASK, INPUT_TYPE_IDS, INPUT_WORD_IDS
-from keras_bert_zoo.models.classifier import BertClassifier
 from keras_bert_zoo.models.encoder import BertEncoder
+from keras_bert_zoo.models.head_outputs import SUPPORTED_MODELS, head_outputs
 from keras_bert_zoo.models.pretrainer import BertPretrainer
 
-SUPPORTED_MODELS = (BertClassifier, BertPretrainer)
 MASKED_LM_POSITIONS = "masked_lm_positions"
 
 
@@ -78,21 +77,8 @@ def head_position_outputs(model, x: Mapping, training=None):
     outputs = model.encoder.run_layers(
         word_ids, x[INPUT_TYPE_IDS], x[INPUT_MASK], output_positions=positions, training=training
     )
-    if isinstance(model, BertClassifier):
-        return model.classification_head(outputs["pooled_output"], training=training)
-    # The masked-LM head gathers its positions itself: hand it the outputs already read
-    # at the masked positions, with the identity positions, so its math stays in one place.
-    masked_outputs = outputs["sequence_output"][:, 1:, :]
-    identity = ops.broadcast_to(
-        ops.arange(ops.shape(masked_lm_positions)[1], dtype="int32")[None, :],
-        ops.shape(masked_lm_positions),
-    )
-    return {
-        "masked_lm_logits": model.masked_lm_head(masked_outputs, identity),
-        "next_sentence_logits": model.next_sentence_head(
-            outputs["pooled_output"], training=training
-        ),
-    }
+    masked_lm_outputs = outputs["sequence_output"][:, 1:, :]
+    return head_outputs(model, outputs["pooled_output"], masked_lm_outputs, training=training)
 
 
 def head_positions_loss_fn(model, x, y, sample_weight):

@@ -51,9 +51,7 @@ from keras_bert_zoo.data.packing import (
 )
 from keras_bert_zoo.inputs import INPUT_TYPE_IDS, INPUT_WORD_IDS
 from keras_bert_zoo.models.classifier import BertClassifier
-from keras_bert_zoo.models.pretrainer import BertPretrainer
-
-SUPPORTED_MODELS = (BertClassifier, BertPretrainer)
+from keras_bert_zoo.models.head_outputs import SUPPORTED_MODELS, head_outputs
 
 
 def block_diagonal_mask(sequence_ids):
@@ -121,16 +119,11 @@ def packed_outputs(model, packed_x: Mapping[str, tf.Tensor], training=None):
     check_supported(model)
     sequence_output, pooled_output = packed_encoder_outputs(model.encoder, packed_x, training)
     if isinstance(model, BertClassifier):
-        return model.classification_head(pooled_output, training=training)
+        return head_outputs(model, pooled_output, training=training)
     if MASKED_LM_POSITIONS not in packed_x:
         raise KeyError("A packed pretraining batch needs masked_lm_positions")
-    positions = packed_x[MASKED_LM_POSITIONS]
     hidden = tf.shape(sequence_output)[-1]
-    # The head gathers its positions itself; hand it the gathered outputs and the
-    # identity positions so its math stays in one place.
-    gathered = tf.gather(tf.reshape(sequence_output, [-1, hidden]), positions)
-    identity = tf.broadcast_to(tf.range(tf.shape(positions)[1])[None, :], tf.shape(positions))
-    return {
-        "masked_lm_logits": model.masked_lm_head(gathered, identity),
-        "next_sentence_logits": model.next_sentence_head(pooled_output, training=training),
-    }
+    masked_lm_outputs = tf.gather(
+        tf.reshape(sequence_output, [-1, hidden]), packed_x[MASKED_LM_POSITIONS]
+    )
+    return head_outputs(model, pooled_output, masked_lm_outputs, training=training)
