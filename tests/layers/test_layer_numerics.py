@@ -162,6 +162,37 @@ def test_fully_masked_row_is_finite():
     assert np.all(np.isfinite(out))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("lora", [False, True])
+def test_head_projections_equal_keras_einsum_dense(dtype, lora):
+    # The 2-D matmul projections against Keras' own EinsumDense with the same weights.
+    from keras_bert_zoo.layers.attention import _HeadsEinsumDense
+
+    rng = np.random.default_rng(5)
+    cases = [
+        ("btd,dnh->btnh", (None, 2, 3), "nh", (2, 5, 6)),
+        ("btnh,nhd->btd", (None, 6), "d", (2, 5, 2, 3)),
+    ]
+    for equation, output_shape, bias_axes, input_shape in cases:
+        ours, theirs = (
+            cls(equation, output_shape=output_shape, bias_axes=bias_axes, dtype=dtype)
+            for cls in (_HeadsEinsumDense, keras.layers.EinsumDense)
+        )
+        for layer in (ours, theirs):
+            layer.build(input_shape)
+            if lora:
+                layer.enable_lora(2)
+        for mine, reference in zip(ours.weights, theirs.weights, strict=True):
+            value = rng.standard_normal(reference.shape).astype("float32")
+            mine.assign(value)
+            reference.assign(value)
+        x = rng.standard_normal(input_shape).astype("float32")
+        got, want = (np.asarray(keras.ops.cast(layer(x), "float32")) for layer in (ours, theirs))
+        assert got.shape == want.shape == input_shape[:2] + tuple(output_shape[1:])
+        assert keras.ops.convert_to_tensor(ours(x)).dtype == theirs.compute_dtype
+        np.testing.assert_allclose(got, want, rtol=0.02 if "bfloat16" in dtype else 1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("activation", ["gelu", "gelu_approximate", "relu"])
 def test_encoder_block_matches_numpy(ref, randomize, activation):
     block = TransformerEncoderBlock(
