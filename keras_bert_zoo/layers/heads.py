@@ -5,6 +5,7 @@ computed in float32 under mixed precision.
 """
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from keras_bert_zoo.layers.activations import apply_activation, check_activation
@@ -107,13 +108,22 @@ class MaskedLMHead(keras.layers.Layer):
             table = self.embedding_layer.embeddings
         else:
             table = self.decoder_kernel
-        # matmul with the transposed table, not einsum("bph,vh->bpv"): the whole
-        # bert_mini pretraining step ran 1.24x faster so in TF graph mode (2-core Xeon,
-        # oneDNN; benchmarks/train_step.py).
-        logits = ops.matmul(
-            ops.cast(transformed, "float32"), ops.transpose(ops.cast(table, "float32"))
+        # The vocabulary projection runs in the compute dtype, like every other Dense
+        # layer under a mixed policy (keras-hub's ReversibleEmbedding, TF Model Garden's
+        # MaskedLM and torch autocast do the same); only the logits go to float32. In
+        # float32 it was a third of the bert_mini pretraining step's thread time under
+        # mixed_bfloat16 on an AMX CPU (benchmarks/README.md).
+        # tf.matmul(transpose_b=True) rather than ops.matmul with ops.transpose(table) or
+        # ops.einsum("bph,vh->bpv"): the table's gradient comes out [vocab, hidden] with
+        # no transpose of it (einsum's gradient cost 3x in TF graph mode).
+        hidden_size = ops.shape(transformed)[-1]
+        logits = tf.matmul(
+            ops.reshape(transformed, (-1, hidden_size)),
+            ops.cast(table, self.compute_dtype),
+            transpose_b=True,
         )
-        return logits + ops.cast(self.output_bias, "float32")
+        logits = ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
+        return ops.reshape(logits, (*ops.shape(transformed)[:-1], self.vocab_size))
 
     def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape):
         return (masked_lm_positions_shape[0], masked_lm_positions_shape[1], self.vocab_size)
