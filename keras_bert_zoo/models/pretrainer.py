@@ -111,7 +111,11 @@ class BertPretrainer(EncoderHeadModel):
         self.initializer_range = initializer_range
         self.masked_lm_loss_tracker = keras.metrics.Mean(name="masked_lm_loss")
         self.next_sentence_loss_tracker = keras.metrics.Mean(name="next_sentence_loss")
-        self.masked_lm_accuracy = keras.metrics.SparseCategoricalAccuracy(name="masked_lm_accuracy")
+        # A weighted mean of hits (what SparseCategoricalAccuracy computes), fed by
+        # tf.argmax: keras.ops.argmax first rewrites every -0.0 over the
+        # [batch, predictions, vocab_size] logits, 57 against 12 ms a step (bert_mini,
+        # 2-core AMX Xeon; benchmarks/README.md).
+        self.masked_lm_accuracy = keras.metrics.Mean(name="masked_lm_accuracy")
         self.next_sentence_accuracy = keras.metrics.SparseCategoricalAccuracy(
             name="next_sentence_accuracy"
         )
@@ -131,8 +135,11 @@ class BertPretrainer(EncoderHeadModel):
         self.next_sentence_loss_tracker.update_state(
             next_sentence_loss, sample_weight=ops.shape(y["next_sentence_labels"])[0]
         )
+        masked_lm_ids = ops.cast(y["masked_lm_ids"], "int32")
+        predicted_ids = tf.argmax(y_pred["masked_lm_logits"], axis=-1, output_type=tf.int32)
         self.masked_lm_accuracy.update_state(
-            y["masked_lm_ids"], y_pred["masked_lm_logits"], sample_weight=y["masked_lm_weights"]
+            ops.cast(ops.equal(predicted_ids, masked_lm_ids), "float32"),
+            sample_weight=y["masked_lm_weights"],
         )
         self.next_sentence_accuracy.update_state(
             ops.reshape(y["next_sentence_labels"], (-1,)), y_pred["next_sentence_logits"]
@@ -176,10 +183,8 @@ def pretraining_losses(labels, predictions):
         log-likelihood and the mean next-sentence one.
     """
     weights = ops.cast(labels["masked_lm_weights"], "float32")
-    masked_lm_nll = keras.losses.sparse_categorical_crossentropy(
-        labels["masked_lm_ids"],
-        ops.cast(predictions["masked_lm_logits"], "float32"),
-        from_logits=True,
+    masked_lm_nll = sparse_softmax_cross_entropy(
+        labels["masked_lm_ids"], ops.cast(predictions["masked_lm_logits"], "float32")
     )
     # The original divides by sum(weights) + 1e-5 so a batch with no predictions is 0.
     masked_lm_loss = ops.sum(masked_lm_nll * weights) / (ops.sum(weights) + 1e-5)
@@ -189,3 +194,46 @@ def pretraining_losses(labels, predictions):
         from_logits=True,
     )
     return masked_lm_loss, ops.mean(next_sentence_nll)
+
+
+def sparse_softmax_cross_entropy(labels, logits):
+    """`-log softmax(logits)[label]` per row, with its gradient written out.
+
+    Equals `keras.losses.sparse_categorical_crossentropy(labels, logits,
+    from_logits=True)`. It is its own function for the masked LM's vocabulary-sized
+    logits: TensorFlow's fused `SparseSoftmaxCrossEntropyWithLogits` kernel took 155 ms
+    forward and backward on `[640, 30522]` float32 logits where these few ops take 60
+    (2-core AMX Xeon, TF graph mode; 108 ms of a 581 ms bert_mini pretraining step;
+    benchmarks/README.md).
+
+    Args:
+        labels: int tensor `[...]`, class ids in `[0, num_classes)`; an id out of range
+            fails in `tf.gather`.
+        logits: float32 tensor `[..., num_classes]`.
+
+    Returns:
+        float32 tensor `[...]`.
+    """
+    num_classes = ops.shape(logits)[-1]
+    flat_loss = _sparse_softmax_cross_entropy(
+        ops.reshape(ops.cast(labels, "int32"), (-1,)), ops.reshape(logits, (-1, num_classes))
+    )
+    return ops.reshape(flat_loss, ops.shape(labels))
+
+
+@tf.custom_gradient
+def _sparse_softmax_cross_entropy(labels, logits):
+    """Rows of `[N, num_classes]` logits, `[N]` labels."""
+    shifted = logits - tf.reduce_max(logits, axis=-1, keepdims=True)
+    exponentials = tf.exp(shifted)
+    sums = tf.reduce_sum(exponentials, axis=-1)
+    loss = tf.math.log(sums) - tf.gather(shifted, labels, batch_dims=1)
+
+    def gradient(upstream):
+        # softmax * upstream, minus upstream at each row's label: one pass over the
+        # logits and a scatter of N values (no [N, num_classes] one-hot).
+        logits_gradient = exponentials * (upstream / sums)[:, None]
+        label_indices = tf.stack([tf.range(tf.shape(labels)[0]), labels], axis=1)
+        return None, tf.tensor_scatter_nd_sub(logits_gradient, label_indices, upstream)
+
+    return loss, gradient
