@@ -110,9 +110,10 @@ class MaskedLMHead(keras.layers.Layer):
             table = self.decoder_kernel
         # The vocabulary projection runs in the compute dtype, like every other Dense
         # layer under a mixed policy (keras-hub's ReversibleEmbedding, TF Model Garden's
-        # MaskedLM and torch autocast do the same); only the logits go to float32. In
-        # float32 it was a third of the bert_mini pretraining step's thread time under
-        # mixed_bfloat16 on an AMX CPU (benchmarks/README.md).
+        # MaskedLM and torch autocast do the same); only the logits go to float32. Kept
+        # in float32 under mixed_bfloat16, it and the table's transpose took 170 of about
+        # 1,000 ms of thread time in a bert_mini pretraining step (2-core AMX Xeon; the
+        # step went from 612 to 581 ms; benchmarks/README.md).
         # tf.matmul(transpose_b=True) rather than ops.matmul with ops.transpose(table) or
         # ops.einsum("bph,vh->bpv"): the table's gradient comes out [vocab, hidden] with
         # no transpose of it (einsum's gradient cost 3x in TF graph mode).
