@@ -57,6 +57,24 @@ def test_gelu_reference_values():
     assert float(act("gelu_approximate", np.float32(1.0))) == pytest.approx(tanh_at_1, abs=1e-6)
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("name", ["gelu", "gelu_approximate"])
+def test_gelu_on_16_bit_inputs_is_the_rounded_exact_value(ref, name, dtype):
+    # GELU of 16-bit inputs keeps their dtype and is the float64 value rounded once
+    # (within half a unit in the last place, plus float32 noise); computed in the
+    # 16-bit type itself, a dozen roundings put it several units off.
+    import tensorflow as tf
+
+    x16 = tf.cast(np.linspace(-6, 6, 4001), dtype)
+    out = apply_activation(name, x16)
+    assert keras.backend.standardize_dtype(out.dtype) == dtype
+    x = tf.cast(x16, "float64").numpy()
+    want = ref.gelu_exact(x) if name == "gelu" else ref.gelu_tanh(x)
+    got = tf.cast(out, "float64").numpy()
+    half_ulp = 2.0 ** -(8 if dtype == "bfloat16" else 11) * np.maximum(np.abs(want), 2.0**-14)
+    assert np.all(np.abs(got - want) <= half_ulp * 1.01 + 1e-6)
+
+
 @pytest.mark.parametrize("name", ["relu", "tanh", "linear"])
 def test_other_activations(ref, name):
     x = np.linspace(-3, 3, 101).astype("float32")

@@ -255,3 +255,30 @@ def test_optimizers_and_schedule_serialize():
         keras.optimizers.serialize(optimization.AdamW(weight_decay_exclusions=["bias"]))
     )
     assert isinstance(adamw, optimization.AdamW) and adamw.weight_decay_exclusions == ("bias",)
+
+
+def test_adamw_update_runs_as_the_fused_kernel_and_equals_keras_adam():
+    # Our AdamW with no decay is Keras' Adam: the same numbers, through one
+    # ResourceApplyAdam op per variable (the numpy tests above check the values with
+    # decay).
+    import tensorflow as tf
+
+    rng = np.random.default_rng(5)
+    start = [rng.normal(size=(3, 4)).astype("float32"), rng.normal(size=(4,)).astype("float32")]
+    grads = [[rng.normal(size=w.shape).astype("float32") for w in start] for _ in range(3)]
+    ours = [keras.Variable(w) for w in start]
+    theirs = [keras.Variable(w) for w in start]
+    fused = optimization.AdamW(learning_rate=0.01, weight_decay=0.0, weight_decay_exclusions=())
+    keras_adam = keras.optimizers.Adam(learning_rate=0.01, epsilon=1e-6)
+    fused.build(ours)
+    step = tf.function(lambda g: fused.apply(g, ours))
+    for g in grads:
+        step([tf.constant(v) for v in g])
+        keras_adam.apply([tf.constant(v) for v in g], theirs)
+    for a, b in zip(ours, theirs, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-7)
+    graph = step.get_concrete_function([tf.constant(v) for v in grads[0]]).graph
+    op_types = {op.type for op in graph.get_operations()}
+    for function in graph._functions.values():  # noqa: SLF001 (ops inside cond branches)
+        op_types |= {node.op for node in function.definition.node_def}
+    assert "ResourceApplyAdam" in op_types
