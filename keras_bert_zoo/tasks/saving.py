@@ -4,7 +4,9 @@
 `tools/export_saved_model.py` reads it, so neither needs the training data again:
 
 ```
-model.keras    the task model (encoder + head), Keras format
+model.keras    the task model (encoder + head), Keras format, uncompiled: architecture
+               and weights only (the optimizer state is in the run's training
+               checkpoints, which a resumed run reads; nothing that reads this needs it)
 vocab.txt      the WordPiece vocabulary
 task.json      the task's registry name, settings, options and `state()`, and the
                tokenizer's casing; enough to rebuild the task and its preprocessor
@@ -32,6 +34,7 @@ import keras
 
 from keras_bert_zoo.tasks.base import Task, create_task
 from keras_bert_zoo.utils.atomic import atomic_directory
+from keras_bert_zoo.utils.model_files import load_inference_model, save_inference_model
 
 MODEL_FILE = "model.keras"
 VOCAB_FILE = "vocab.txt"
@@ -73,7 +76,7 @@ def save_finetuned(directory: str, task: Task, model: keras.Model, tokenizer) ->
 
     directory = os.fspath(directory)
     with atomic_directory(directory) as temp_dir:
-        model.save(os.path.join(temp_dir, MODEL_FILE))
+        save_inference_model(model, os.path.join(temp_dir, MODEL_FILE))
         write_vocab(os.path.join(temp_dir, VOCAB_FILE), tokenizer.get_vocabulary())
         with open(os.path.join(temp_dir, TASK_FILE), "w", encoding="utf-8") as f:
             json.dump(task_description(task, tokenizer), f, indent=2, sort_keys=True)
@@ -135,6 +138,6 @@ def load_finetuned(directory: str, data_dir: str | None = None) -> FinetunedMode
     tokenizer = BertTokenizer(
         os.path.join(directory, VOCAB_FILE), lowercase=description["lowercase"]
     )
-    model = keras.saving.load_model(os.path.join(directory, MODEL_FILE))
+    model = load_inference_model(os.path.join(directory, MODEL_FILE))
     preprocessor = task.make_preprocessor(tokenizer)
     return FinetunedModel(task, model, tokenizer, preprocessor, directory)

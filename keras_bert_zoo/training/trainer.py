@@ -99,6 +99,7 @@ from keras_bert_zoo.models import head_positions, packed
 from keras_bert_zoo.training import distribute
 from keras_bert_zoo.training.checkpointing import CheckpointManager
 from keras_bert_zoo.utils.atomic import atomic_directory, write_json_atomically
+from keras_bert_zoo.utils.model_files import save_inference_model
 
 logger = logging.getLogger(__name__)
 
@@ -608,7 +609,8 @@ class Trainer:
                 checkpoint directory in any layout `from_pretrained` reads, loaded into
                 the model's encoder (and the heads it holds), or `fn(model)`.
             export_fn: `fn(model, directory)` writing the best model; the default saves
-                `model.keras` (`keras.models.load_model` reads it back).
+                `model.keras` without optimizer state (`keras.models.load_model`
+                reads it back).
             callbacks: Keras callbacks; they get `on_train_begin`, `on_train_batch_end`
                 after every loop (with the logged values) and `on_train_end`.
             global_batch_size: sequences per step, for sequences/s when the dataset's
@@ -712,7 +714,9 @@ class Trainer:
             progress_bar = keras.utils.Progbar(num_steps - step, stateless_metrics=())
 
         export_fn = export_fn or (
-            lambda model, directory: model.save(os.path.join(directory, "model.keras"))
+            lambda model, directory: save_inference_model(
+                model, os.path.join(directory, "model.keras")
+            )
         )
         all_losses, all_norms, all_rates = [], [], []
         history, eval_history = [], []

@@ -89,3 +89,85 @@ def test_a_state_from_another_label_set_is_refused(saved, tmp_path):
     description["options"] = {}
     with pytest.raises(ValueError, match="does not match"):
         tasks.task_from_description(description)
+
+
+# A fresh process that imports only what tools/export_saved_model.py imports: the
+# registration of our optimizer and schedule (keras_bert_zoo.training) is never run.
+_LOAD_IN_FRESH_PROCESS = """
+import sys
+import numpy as np
+from keras_bert_zoo import tasks
+assert "keras_bert_zoo.training.optimization" not in sys.modules
+finetuned = tasks.load_finetuned(sys.argv[1])
+assert not finetuned.model.compiled
+weights = finetuned.model.get_weights()
+np.savez(sys.argv[2], *weights)
+"""
+
+
+def _load_in_fresh_process(directory, tmp_path):
+    import subprocess
+
+    out = tmp_path / "weights.npz"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    env["PYTHONPATH"] = os.pathsep.join([str(pathlib.Path(__file__).parents[2]), ""])
+    completed = subprocess.run(
+        [sys.executable, "-c", _LOAD_IN_FRESH_PROCESS, str(directory), str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    with np.load(out) as loaded:
+        return [loaded[f"arr_{i}"] for i in range(len(loaded.files))]
+
+
+def _compiled_with_our_optimizer(model, steps=2):
+    """`model` compiled as the runner compiles it (our AdamW and schedule), with its
+    optimizer's slots built, as after training."""
+    from keras_bert_zoo.training import optimization
+
+    model.compile(
+        optimizer=optimization.create_optimizer(
+            optimization.OptimizerConfig(learning_rate=1e-3, warmup_steps=1), steps
+        ),
+        loss="sparse_categorical_crossentropy",
+    )
+    model.optimizer.build(model.trainable_variables)
+    assert len(model.optimizer.variables) > len(model.trainable_variables)
+    return model
+
+
+def test_a_compiled_model_saves_without_optimizer_and_loads_in_a_fresh_process(saved, tmp_path):
+    """The defect: `model.keras` of a compiled model named our `AdamW`, and a process
+    that had not imported keras_bert_zoo.training could not load it."""
+    directory, _, _, task = saved
+    finetuned = tasks.load_finetuned(str(directory))
+    model = _compiled_with_our_optimizer(finetuned.model)
+    target = tmp_path / "compiled"
+    tasks.save_finetuned(str(target), task, model, finetuned.tokenizer)
+    with __import__("zipfile").ZipFile(target / "model.keras") as archive:
+        config = json.loads(archive.read("config.json"))
+    assert not config.get("compile_config")
+    loaded = _load_in_fresh_process(target, tmp_path)
+    expected = model.get_weights()
+    assert len(loaded) == len(expected)
+    for got, want in zip(loaded, expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_directory_saved_compiled_by_an_earlier_release_still_loads(saved, tmp_path):
+    """`model.keras` written by plain `model.save` of a compiled model (what earlier
+    releases wrote) loads in a fresh process too; its optimizer state is not read."""
+    import shutil
+
+    directory, _, _, _ = saved
+    target = tmp_path / "old"
+    shutil.copytree(directory, target)
+    model = _compiled_with_our_optimizer(tasks.load_finetuned(str(directory)).model)
+    (target / "model.keras").unlink()
+    model.save(target / "model.keras")
+    loaded = _load_in_fresh_process(target, tmp_path)
+    for got, want in zip(loaded, model.get_weights(), strict=True):
+        np.testing.assert_array_equal(got, want)
