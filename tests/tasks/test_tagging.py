@@ -151,7 +151,16 @@ def test_reader_errors_name_file_and_line(tmp_path):
     good = "-DOCSTART- -X- -X- O\n\nEU NNP I-NP I-ORG\nrejects VBZ I-VP O\n\n"
     _write(tmp_path / "train.txt", good + "Peter NNP I-PER\n")
     task = tasks.create_task("conll2003", data_dir=str(tmp_path))
-    with pytest.raises(ValueError, match=r"train\.txt:6: 3 columns where the file has 4"):
+    with pytest.raises(
+        ValueError,
+        match=r"train\.txt:6: the word 'Peter' is missing a column: 3 columns where the "
+        r"file's lines have 4 \(word \.\.\. tag, as on line 3\)",
+    ):
+        task.read("train")
+
+    _write(tmp_path / "train.txt", good + "Peter\n")
+    task = tasks.create_task("conll2003", data_dir=str(tmp_path))
+    with pytest.raises(ValueError, match=r"train\.txt:6: the word 'Peter' has no tag: 1 column"):
         task.read("train")
 
     _write(tmp_path / "train.txt", good + "Peter NNP I-NP B-PERSON\n")
