@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -409,16 +410,67 @@ def _concatenate(chunks: list):
     return np.concatenate([np.asarray(chunk) for chunk in chunks], axis=0)
 
 
+# One forward function per model, traced once per input signature (a model that is
+# garbage collected takes its function with it: the function holds the model weakly).
+_FORWARD_FUNCTIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _forward_function(model) -> Callable:
+    """`fn(x) -> outputs`: `model.predict_step` on one whole batch, outside any
+    distribution strategy.
+
+    Not `model.predict_on_batch`: Keras runs that through the strategy the model was
+    built under (`strategy.run` on the batch, then the per-replica outputs concatenated),
+    so a batch that is not distributed comes back once per replica: 2x the rows under
+    `mirrored` on two devices, and under `multi_worker_mirrored` an all-gather of every
+    worker's copy ("60 model outputs for 30 features" with two workers). Here every
+    process computes the answers of the whole batch on its own device from its copy of
+    the (mirrored, so equal) weights: the one-device answers under every strategy, no
+    collective op, so workers need not evaluate in lockstep. XLA as Keras' own predict
+    function would use it (`model.jit_compile`: on GPUs, not on CPU-only machines).
+    """
+    forward = _FORWARD_FUNCTIONS.get(model)
+    if forward is not None:
+        return forward
+    model_ref = weakref.ref(model)
+
+    def step(x):
+        return model_ref().predict_step((x,))
+
+    if getattr(model, "run_eagerly", False):
+        forward = step
+    else:
+        # `reduce_retracing`: the last, partial batch relaxes the batch dimension once.
+        forward = tf.function(
+            step,
+            reduce_retracing=True,
+            jit_compile=bool(getattr(model, "jit_compile", False)),
+        )
+    _FORWARD_FUNCTIONS[model] = forward
+    return forward
+
+
+def _to_numpy(outputs):
+    return tf.nest.map_structure(
+        lambda value: value.numpy() if isinstance(value, tf.Tensor) else value, outputs
+    )
+
+
 def predict_raw(
     task: Task, model, examples: Sequence, preprocessor, batch_size: int = 32
 ) -> tuple[Any, dict[str, np.ndarray]]:
     """`(outputs, meta)`: the model's raw outputs and the features' metadata, as numpy,
-    concatenated over every feature of `examples` in order (one host-side pass)."""
+    concatenated over every feature of `examples` in order (one host-side pass).
+
+    Under any distribution strategy, every process computes every answer, the same as
+    one device (see `_forward_function`); callers decide which process writes them.
+    """
     dataset = batched_dataset(task, examples, preprocessor, batch_size, training=False)
+    forward = _forward_function(model)
     outputs, metas = [], []
     for features in dataset:
         x, _, _ = task.split_features(features)
-        outputs.append(model.predict_on_batch(x))
+        outputs.append(_to_numpy(forward(x)))
         metas.append({key: value.numpy() for key, value in task.feature_meta(features).items()})
     if not outputs:
         raise ValueError(f"{task}: no features to predict on ({len(examples)} examples)")
