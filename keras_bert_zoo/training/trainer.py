@@ -747,18 +747,11 @@ class Trainer:
                             _write_scalar(name, value, step)
                 callback_list.on_train_batch_end(step, logs)
 
-                if step == num_steps or (
-                    self.checkpoint_every and step % self.checkpoint_every == 0
-                ):
-                    manager.save(
-                        step,
-                        iterator=self._iterator if input_state == "iterator" else None,
-                        extra_metadata={
-                            "input_mode": input_state,
-                            "gradient_accumulation_steps": self.gradient_accumulation_steps,
-                            "num_replicas": self.num_replicas,
-                        },
-                    )
+                # The evaluation (and best export) of a step comes before its checkpoint:
+                # a run killed between the two resumes from the checkpoint before and
+                # evaluates this step again, instead of resuming past an evaluation that
+                # never finished (it was missing from the history, and from the choice
+                # of best/).
                 if eval_fn is not None and (
                     step == num_steps or (eval_every and step % eval_every == 0)
                 ):
@@ -785,6 +778,18 @@ class Trainer:
                         if better:
                             best_step, best_value = step, value
                             self._export_best(export_fn, step, best_metric, value, metrics)
+                if step == num_steps or (
+                    self.checkpoint_every and step % self.checkpoint_every == 0
+                ):
+                    manager.save(
+                        step,
+                        iterator=self._iterator if input_state == "iterator" else None,
+                        extra_metadata={
+                            "input_mode": input_state,
+                            "gradient_accumulation_steps": self.gradient_accumulation_steps,
+                            "num_replicas": self.num_replicas,
+                        },
+                    )
                 writer.flush()
         finally:
             del self.optimizer._all_reduce_sum_gradients  # noqa: SLF001
