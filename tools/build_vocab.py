@@ -9,6 +9,7 @@ All logic lives in keras_bert_zoo.text.vocab; the file is written atomically.
 from absl import app, flags
 
 from keras_bert_zoo.text import vocab as vocab_lib
+from keras_bert_zoo.utils import cli
 
 _INPUT_FILES = flags.DEFINE_string(
     "input_files", None, "Glob of UTF-8 text files (several globs: comma-separated)."
@@ -41,4 +42,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

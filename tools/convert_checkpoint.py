@@ -8,11 +8,10 @@ The input layout is recognised from its files (bert_config.json + *.ckpt.index, 
 config.json + model.safetensors / pytorch_model.bin). vocab.txt is copied along.
 """
 
-import sys
-
 from absl import app, flags, logging
 
-from keras_bert_zoo.checkpoints import CheckpointError, convert_checkpoint
+from keras_bert_zoo.checkpoints import convert_checkpoint
+from keras_bert_zoo.utils import cli
 
 _INPUT = flags.DEFINE_string("input", None, "Checkpoint directory (or Google checkpoint prefix).")
 _OUTPUT = flags.DEFINE_string("output", None, "Output directory.")
@@ -31,18 +30,15 @@ flags.mark_flags_as_required(["input", "output", "output_format"])
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    try:
-        output = convert_checkpoint(
-            _INPUT.value,
-            _OUTPUT.value,
-            _OUTPUT_FORMAT.value,
-            include_heads=_INCLUDE_HEADS.value,
-            allow_partial=_ALLOW_PARTIAL.value,
-        )
-    except CheckpointError as error:
-        sys.exit(f"convert_checkpoint: {error}")
+    output = convert_checkpoint(
+        _INPUT.value,
+        _OUTPUT.value,
+        _OUTPUT_FORMAT.value,
+        include_heads=_INCLUDE_HEADS.value,
+        allow_partial=_ALLOW_PARTIAL.value,
+    )
     logging.info("Wrote %s checkpoint to %s", _OUTPUT_FORMAT.value, output)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

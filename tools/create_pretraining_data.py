@@ -20,12 +20,15 @@ Usage:
 
 All logic lives in keras_bert_zoo.pretraining (creator, corpus, wikitext, instances,
 writer).
+
+A mistake in the input ends with one line `<tool>: error: <message>` and exit status 1;
+set KERAS_BERT_ZOO_TRACEBACK=1 to see its traceback.
 """
 
 import multiprocessing
 import multiprocessing.forkserver
 
-from absl import app, flags, logging
+from absl import app, flags
 
 # keras_bert_zoo (and with it TensorFlow) is imported in main(), after the worker
 # processes' forkserver was started: both load TensorFlow at the same time.
@@ -103,7 +106,7 @@ def main(argv):
     if not _INPUT_FILE.value:
         raise app.UsageError("--input_file is required")
     _start_worker_server()
-    from keras_bert_zoo.pretraining import corpus, creator
+    from keras_bert_zoo.pretraining import creator
 
     if _OUTPUT_TEXT_FILE.value:
         summary = creator.export_sentences(_INPUT_FILE.value, _OUTPUT_TEXT_FILE.value)
@@ -123,19 +126,24 @@ def main(argv):
         random_seed=_RANDOM_SEED.value,
         chunk_chars=_CHUNK_CHARS.value,
     )
-    try:
-        summary = creator.create_pretraining_data(
-            _INPUT_FILE.value,
-            _OUTPUT_FILE.value,
-            config,
-            num_workers=_NUM_WORKERS.value,
-            progress_interval=_PROGRESS_SECONDS.value,
-        )
-    except (corpus.CorpusError, ValueError) as e:
-        logging.error("%s", e)
-        raise SystemExit(f"create_pretraining_data: {e}") from None
+    summary = creator.create_pretraining_data(
+        _INPUT_FILE.value,
+        _OUTPUT_FILE.value,
+        config,
+        num_workers=_NUM_WORKERS.value,
+        progress_interval=_PROGRESS_SECONDS.value,
+    )
     print("\n".join(summary.lines()))
 
 
+def _main_reporting_user_errors(argv):
+    """`main` as `cli.run` runs it. keras_bert_zoo.utils.cli imports keras_bert_zoo (and
+    TensorFlow), so the worker processes' forkserver is started first."""
+    _start_worker_server()
+    from keras_bert_zoo.utils import cli
+
+    return cli.wrap(main)(argv)
+
+
 if __name__ == "__main__":
-    app.run(main)
+    app.run(_main_reporting_user_errors)

@@ -23,6 +23,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app, flags  # noqa: E402
 
 from keras_bert_zoo import serving, tasks  # noqa: E402
+from keras_bert_zoo.utils import cli  # noqa: E402
 
 KINDS = ("task", "encoder", "masked_lm", "hub_encoder_pair")
 
@@ -64,7 +65,7 @@ def _warmup_rows(path):
     with open(path, encoding="utf-8") as f:
         rows = [line.rstrip("\n").split("\t") for line in f if line.strip("\n")]
     if not rows:
-        raise app.UsageError(f"--warmup_file {path}: no rows")
+        raise ValueError(f"--warmup_file={path}: no rows")
     return rows
 
 
@@ -127,4 +128,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

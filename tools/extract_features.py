@@ -14,9 +14,10 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from absl import app, flags, logging  # noqa: E402
+from absl import flags, logging  # noqa: E402
 
 from keras_bert_zoo.tasks import feature_extraction  # noqa: E402
+from keras_bert_zoo.utils import cli  # noqa: E402
 
 _MODEL_DIR = flags.DEFINE_string(
     "model_dir", None, "Google or Hugging Face checkpoint directory (default: demo MiniLM)."
@@ -47,13 +48,13 @@ def main(argv):
         with open(_INPUT_FILE.value, encoding="utf-8") as f:
             sentences = [line.strip() for line in f if line.strip()]
         if not sentences:
-            raise app.UsageError(f"{_INPUT_FILE.value}: no non-empty lines")
+            raise ValueError(f"--input_file={_INPUT_FILE.value}: no non-empty lines")
     else:
         sentences = DEFAULT_SENTENCES
     try:
         layers = tuple(int(layer) for layer in _LAYERS.value)
-    except ValueError as error:
-        raise app.UsageError(f"--layers must be integers: {error}") from error
+    except ValueError:
+        raise ValueError(f"--layers={','.join(_LAYERS.value)}: must be integers") from None
 
     logging.info("Loading %s", model_dir)
     extractor = feature_extraction.FeatureExtractor.from_pretrained(
@@ -81,4 +82,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -3,9 +3,10 @@
 Usage: python tools/list_presets.py [--names_only]
 """
 
-from absl import app, flags
+from absl import flags
 
 from keras_bert_zoo.config import format_presets_table, list_presets
+from keras_bert_zoo.utils import cli
 
 _NAMES_ONLY = flags.DEFINE_bool("names_only", False, "Print only the preset names.")
 
@@ -16,4 +17,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -29,6 +29,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app, flags  # noqa: E402
 
 from keras_bert_zoo.tasks import finetuning  # noqa: E402
+from keras_bert_zoo.utils import cli  # noqa: E402
 
 finetuning.define_flags()
 FLAGS = flags.FLAGS
@@ -52,4 +53,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

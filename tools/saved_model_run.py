@@ -21,6 +21,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app, flags  # noqa: E402
 
 from keras_bert_zoo import serving  # noqa: E402
+from keras_bert_zoo.utils import cli  # noqa: E402
 
 _SAVED_MODEL = flags.DEFINE_string(
     "saved_model", None, "A version directory, or a model directory (highest version)."
@@ -52,12 +53,12 @@ def _inputs():
         with open(_INPUT_FILE.value, encoding="utf-8") as f:
             lines = [line.rstrip("\n") for line in f if line.strip("\n")]
         if len(lines) < 2:
-            raise app.UsageError(f"--input_file {_INPUT_FILE.value}: a header and rows needed")
+            raise ValueError(f"--input_file={_INPUT_FILE.value}: a header and rows needed")
         header = lines[0].split("\t")
         for number, line in enumerate(lines[1:], start=2):
             cells = line.split("\t")
             if len(cells) != len(header):
-                raise app.UsageError(
+                raise ValueError(
                     f"{_INPUT_FILE.value}:{number}: {len(cells)} columns, header has {len(header)}"
                 )
             for field, cell in zip(header, cells, strict=True):
@@ -104,4 +105,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

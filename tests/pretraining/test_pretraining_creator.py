@@ -365,7 +365,7 @@ def test_tool_runs_and_reports_bad_input(tool, corpus_file, vocab_file, tmp_path
     )
     assert "NSP random next" in capsys.readouterr().out
     assert len(glob.glob(f"{tmp_path}/t.tfrecord-0000?-of-00002")) == 2
-    with pytest.raises(SystemExit, match=r"nothing-\*\.txt"):
+    with pytest.raises(ValueError, match=r"nothing-\*\.txt"):
         run_tool(
             tool,
             f"--input_file={tmp_path}/nothing-*.txt",

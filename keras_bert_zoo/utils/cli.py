@@ -1,0 +1,154 @@
+"""How every tool in tools/ ends on a mistake in its input: one line, no traceback.
+
+Each tool calls `run(main)` instead of `absl.app.run(main)`. Flags, `--help`,
+`--helpfull` and `app.UsageError` behave as absl makes them; in addition, an exception
+that is a *user error* (see `is_user_error`) ends the tool with
+
+    <tool>: error: <the message as the library wrote it>
+
+on stderr and exit status 1, instead of a traceback. Anything else is a bug and keeps
+its traceback, unchanged. Set KERAS_BERT_ZOO_TRACEBACK=1 to see the traceback of user
+errors too.
+
+The library says what is wrong where it finds it (`path:line: ...`, `--flag=value:
+...`), raising `ValueError` (or a subclass: `InputFileError`, `CorpusError`,
+`CheckpointError`, ...) or a `FileNotFoundError`-like `OSError`; the tools write
+nothing before their inputs are checked, so a user error leaves no output behind.
+"""
+
+from __future__ import annotations
+
+import dis
+import functools
+import inspect
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+TRACEBACK_ENV = "KERAS_BERT_ZOO_TRACEBACK"
+
+# OSErrors about a path the user gave (a missing file, a file where a directory is
+# needed, ...); others (ConnectionError, BrokenPipeError, ...) are not about the input.
+_PATH_ERRORS = (
+    FileNotFoundError,
+    FileExistsError,
+    NotADirectoryError,
+    IsADirectoryError,
+    PermissionError,
+)
+_RAISE_OPCODES = frozenset(("RAISE_VARARGS", "RERAISE"))
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+
+_HELP_NOTE = (
+    f"A mistake in the input ends with one line `<tool>: error: <message>` and exit "
+    f"status 1; set {TRACEBACK_ENV}=1 to see its traceback."
+)
+
+
+def _innermost(traceback, skip: Callable[[Any], bool] = lambda frame: False):
+    """The innermost traceback entry whose frame is not `skip`ped (else the outermost)."""
+    entries = []
+    while traceback is not None:
+        entries.append(traceback)
+        traceback = traceback.tb_next
+    kept = [entry for entry in entries if not skip(entry.tb_frame)]
+    return (kept or entries)[-1]
+
+
+def _is_codec_frame(frame) -> bool:
+    name = frame.f_globals.get("__name__", "")
+    return name == "codecs" or name.startswith("encodings.")
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_under(filename: str, directories: tuple[str, ...]) -> bool:
+    path = os.path.realpath(filename)
+    return any(path.startswith(directory + os.sep) for directory in directories)
+
+
+def _is_raise_statement(traceback) -> bool:
+    """Whether the frame stopped at a `raise` statement, rather than in a call that
+    raised (a call into C code, or into a frame that TensorFlow's or Keras's
+    traceback filtering removed)."""
+    for instruction in dis.get_instructions(traceback.tb_frame.f_code):
+        if instruction.offset == traceback.tb_lasti:
+            return instruction.opname in _RAISE_OPCODES
+    return False
+
+
+def is_user_error(error: BaseException, code_dirs: tuple[str, ...] = ()) -> bool:
+    """Whether `error` is about the user's input, which the message says all about.
+
+    That is an exception our code raised on purpose: a `ValueError` (subclasses
+    included) raised by a `raise` statement of the keras_bert_zoo package or of
+    `code_dirs` (the tool's directory); a `FileNotFoundError`, `FileExistsError`,
+    `NotADirectoryError`, `IsADirectoryError` or `PermissionError` raised there or
+    naming a file; a `UnicodeDecodeError` of a file our code read. The place is the
+    innermost frame of the traceback, where the exception was raised (for `raise X
+    from Y`, where X was). Anything else (`TypeError`, `KeyError`, a `ValueError`
+    raised in TensorFlow, Keras or numpy, ...) is a bug.
+    """
+    if not isinstance(error, (ValueError, *_PATH_ERRORS)) or error.__traceback__ is None:
+        return False
+    innermost = _innermost(error.__traceback__)
+    if isinstance(error, UnicodeDecodeError):
+        # A text file's read decodes in the codecs module, called from the read.
+        innermost = _innermost(error.__traceback__, skip=_is_codec_frame)
+    ours = _is_under(innermost.tb_frame.f_code.co_filename, (_PACKAGE_DIR, *code_dirs))
+    if isinstance(error, _PATH_ERRORS):
+        return ours or error.filename is not None
+    if isinstance(error, UnicodeDecodeError):
+        return ours
+    return ours and _is_raise_statement(innermost)
+
+
+def user_error_message(error: BaseException) -> str:
+    """The message of a user error: the library's text, or `path: reason` for an
+    `OSError` that the operating system raised about a path."""
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        paths = [os.fsdecode(error.filename)]
+        if error.filename2 is not None:
+            paths.append(os.fsdecode(error.filename2))
+        return f"{' -> '.join(paths)}: {error.strerror}"
+    return str(error) or type(error).__name__
+
+
+def _traceback_requested() -> bool:
+    return os.environ.get(TRACEBACK_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _code_dirs(main: Callable) -> tuple[str, ...]:
+    code = getattr(inspect.unwrap(main), "__code__", None)
+    if code is None:
+        return ()
+    return (os.path.dirname(os.path.realpath(code.co_filename)),)
+
+
+def wrap(main: Callable[[list[str]], Any]) -> Callable[[list[str]], Any]:
+    """`main` for absl's `app.run`, ending a user error with one line and status 1."""
+    code_dirs = _code_dirs(main)
+
+    @functools.wraps(main)
+    def wrapped(argv):
+        try:
+            return main(argv)
+        except Exception as error:
+            if _traceback_requested() or not is_user_error(error, code_dirs):
+                raise
+            program = os.path.splitext(os.path.basename(sys.argv[0] if sys.argv else ""))[0]
+            sys.stdout.flush()
+            print(f"{program or 'tool'}: error: {user_error_message(error)}", file=sys.stderr)
+            sys.exit(1)
+
+    return wrapped
+
+
+def run(main: Callable[[list[str]], Any]) -> None:
+    """`absl.app.run(main)` for a tool; see the module docstring."""
+    from absl import app
+
+    tool = sys.modules.get("__main__")
+    if tool is not None and tool.__doc__ and TRACEBACK_ENV not in tool.__doc__:
+        tool.__doc__ = f"{tool.__doc__.rstrip()}\n\n{_HELP_NOTE}\n"
+    app.run(wrap(main))
