@@ -420,7 +420,9 @@ def _read_bert_config(path: str):
     return BertConfig.from_google_dict(data, source=path)
 
 
-def _is_run_dir(path: str) -> bool:
+def is_run_dir(path: str) -> bool:
+    """Whether `path` is the `--output_dir` of a pretraining run (its bert_config.json
+    and checkpoints/)."""
     return os.path.isfile(os.path.join(path, CONFIG_FILE)) and os.path.isdir(
         os.path.join(path, "checkpoints")
     )
@@ -436,7 +438,9 @@ class _Source:
     load: Any  # fn() -> a BertPretrainer or BertEncoder holding the weights
 
 
-def _checkpoint_source(init_checkpoint: str) -> _Source:
+def checkpoint_source(init_checkpoint: str) -> _Source:
+    """The weights `--init_checkpoint` names: an earlier run's output_dir (its newest
+    checkpoint), one of its `ckpt-N` checkpoints, or a Google / Hugging Face directory."""
     from keras_bert_zoo.checkpoints import from_pretrained, read_checkpoint_info
     from keras_bert_zoo.config import BertConfig
     from keras_bert_zoo.models import BertPretrainer
@@ -447,7 +451,7 @@ def _checkpoint_source(init_checkpoint: str) -> _Source:
     run_dir = path
     if os.path.basename(path).startswith("ckpt-"):
         run_dir = os.path.dirname(os.path.dirname(path))
-    if _is_run_dir(run_dir):
+    if is_run_dir(run_dir):
         # The output_dir of an earlier run: its newest (or the named) training checkpoint.
         config = BertConfig.from_google_json(os.path.join(run_dir, CONFIG_FILE))
         vocab = os.path.join(run_dir, "vocab.txt")
@@ -868,15 +872,15 @@ def run_pretraining(config: PretrainingConfig) -> PretrainingResult:
             max_seq_length=seq_length,
             max_predictions_per_seq=predictions,
         )
-    source = _checkpoint_source(config.init_checkpoint) if config.init_checkpoint else None
+    source = checkpoint_source(config.init_checkpoint) if config.init_checkpoint else None
     vocab_file = config.vocab_file or (source.vocab_file if source else None)
     if config.input_mode != "records" and not vocab_file:
         raise ValueError(f"--input_mode={config.input_mode} needs --vocab_file")
     bert_config = _model_config(config, source, seq_length)
     _check_vocab(vocab_file, bert_config)
 
+    strategy = training_flags.setup(config)  # may reject the strategy flags
     os.makedirs(output_dir, exist_ok=True)
-    strategy = training_flags.setup(config)
     _write_run_config(output_dir, bert_config, vocab_file)
     logger.info(
         "Pretraining %s (L=%d, H=%d, vocab %d, %d positions) for %d steps of %d sequences "

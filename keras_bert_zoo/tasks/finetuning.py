@@ -50,6 +50,10 @@ predictions/           the task's prediction files: for eval splits
                        files; SWAG's CSV)
 ```
 
+Under `multi_worker_mirrored` every worker trains, evaluates and predicts (each on the
+whole eval/predict set, with the same weights: the same answers); only the chief writes
+the files above (the Trainer writes each worker's checkpoint shards).
+
 "The model of this run" is the final one (as google-research/bert's `run_classifier.py`
 evaluates and predicts with), or the best evaluated one with `use_best_model=True`.
 
@@ -101,6 +105,7 @@ from keras_bert_zoo.tasks.saving import (
     save_finetuned,
     task_description,
 )
+from keras_bert_zoo.training import distribute
 from keras_bert_zoo.training.flags import TrainingOptions
 from keras_bert_zoo.utils.atomic import atomic_directory, write_json_atomically
 
@@ -727,6 +732,20 @@ def _encoder_source(init_checkpoint: str | None) -> _EncoderSource:
             os.path.join(init_checkpoint, VOCAB_FILE),
             copy_encoder,
         )
+    from keras_bert_zoo.pretraining import run as pretraining_run
+
+    if pretraining_run.is_run_dir(init_checkpoint):
+        # A pretraining run's output_dir: the encoder of its newest checkpoint, read the
+        # way run_pretraining --init_checkpoint reads it.
+        pretrained = pretraining_run.checkpoint_source(init_checkpoint)
+
+        def copy_pretrained_encoder(model):
+            model.encoder.set_weights(pretrained.load().encoder.get_weights())
+            logger.info("Initialized the encoder from %s", pretrained.description)
+
+        return _EncoderSource(
+            "checkpoint", pretrained.bert_config, pretrained.vocab_file, copy_pretrained_encoder
+        )
     if os.path.exists(init_checkpoint) or os.path.exists(init_checkpoint + ".index"):
         from keras_bert_zoo.checkpoints import read_checkpoint_info
 
@@ -839,8 +858,9 @@ def _vocabulary(vocab_file: str) -> list[str]:
 # === The run ===
 
 
-def _write_run_task_file(output_dir: str, task, tokenizer) -> None:
-    """`output_dir/task.json` before training; a resumed run must be the same task."""
+def _write_run_task_file(output_dir: str, task, tokenizer, *, write: bool = True) -> None:
+    """`output_dir/task.json` before training (if `write`: the chief); a resumed run
+    must be the same task."""
     description = task_description(task, tokenizer)
     path = os.path.join(output_dir, TASK_FILE)
     if os.path.isfile(path):
@@ -852,7 +872,8 @@ def _write_run_task_file(output_dir: str, task, tokenizer) -> None:
                     f"{saved.get(key)!r}, but this run has {description[key]!r}. Use another "
                     "--output_dir (or delete this one) to start a different run"
                 )
-    write_json_atomically(path, description)
+    if write:
+        write_json_atomically(path, description)
 
 
 def _write_predictions(task, answers, examples, output_dir, split) -> list[str]:
@@ -873,9 +894,14 @@ def run_finetuning(config: FinetuningConfig) -> FinetuningResult:
         raise ValueError("--output_dir is required")
     output_dir = os.path.abspath(config.output_dir)
     config = dataclasses.replace(config, output_dir=output_dir)
-    os.makedirs(output_dir, exist_ok=True)
-    remove_stale_temporaries(output_dir)
+    # No os.makedirs(output_dir): a mistake in the input must leave no --output_dir
+    # behind, and every writer creates the directories it writes in (utils.atomic).
     strategy = training_flags.setup(config)
+    # Only the chief writes output_dir (two workers writing the same files would also
+    # remove each other's in-flight temporaries); every worker computes the same answers.
+    chief = distribute.is_chief(strategy)
+    if chief:
+        remove_stale_temporaries(output_dir)
 
     if config.trains:
         result = _train(config, strategy)
@@ -905,22 +931,24 @@ def run_finetuning(config: FinetuningConfig) -> FinetuningResult:
             result.eval_answers = (eval_sets, answers)
         eval_sets, answers = result.eval_answers
         for split, examples in eval_sets.items():
-            result.prediction_files[split] = _write_predictions(
-                task, answers[split], examples, output_dir, split
-            )
+            if chief:
+                result.prediction_files[split] = _write_predictions(
+                    task, answers[split], examples, output_dir, split
+                )
         history = result.eval_history
         if not config.trains:
             history = _previous_history(output_dir) + [
                 {"step": result.step, "model": result.model_source, "results": result.eval_results}
             ]
-        write_eval_results(
-            output_dir,
-            task,
-            result.eval_results,
-            step=result.step,
-            model_source=result.model_source,
-            history=history,
-        )
+        if chief:
+            write_eval_results(
+                output_dir,
+                task,
+                result.eval_results,
+                step=result.step,
+                model_source=result.model_source,
+                history=history,
+            )
         logger.info("eval (step %s): %s", result.step, _format_metrics(result.eval_results))
 
     if config.mode == "predict":
@@ -933,9 +961,10 @@ def run_finetuning(config: FinetuningConfig) -> FinetuningResult:
             answers = base.predict(
                 task, result.model, examples, result.preprocessor, config.predict_batch_size
             )
-            result.prediction_files[split] = _write_predictions(
-                task, answers, examples, output_dir, split
-            )
+            if chief:
+                result.prediction_files[split] = _write_predictions(
+                    task, answers, examples, output_dir, split
+                )
 
     result.seconds = time.time() - start
     return result
@@ -990,7 +1019,8 @@ def _train(config: FinetuningConfig, strategy) -> FinetuningResult:
         model = task.build_model(BertEncoder.from_bert_config(source.bert_config))
     if config.packed_sequences:
         _check_packable(task, model)
-    _write_run_task_file(output_dir, task, tokenizer)
+    # A resumed run must be the same task; task.json is written once all is checked.
+    _write_run_task_file(output_dir, task, tokenizer, write=False)
 
     steps_per_epoch = len(train_examples) / config.train_batch_size
     num_train_steps = config.num_train_steps or int(steps_per_epoch * config.num_train_epochs)
@@ -1022,6 +1052,8 @@ def _train(config: FinetuningConfig, strategy) -> FinetuningResult:
             metrics=task.metrics(),
         )
     trainer = Trainer(model, strategy=strategy, **training_flags.trainer_kwargs(config))
+    chief = distribute.is_chief(strategy)
+    _write_run_task_file(output_dir, task, tokenizer, write=chief)
 
     last_evaluation = {}
     # The evaluations of earlier runs of this output directory; those at or after this
@@ -1041,14 +1073,15 @@ def _train(config: FinetuningConfig, strategy) -> FinetuningResult:
         last_evaluation.update(step=step, results=results, answers=answers)
         run_history.append({"step": step, "results": results})
         # Written at every evaluation, so the history survives a kill and can be watched.
-        write_eval_results(
-            output_dir,
-            task,
-            results,
-            step=step,
-            model_source="training",
-            history=history_so_far(),
-        )
+        if chief:
+            write_eval_results(
+                output_dir,
+                task,
+                results,
+                step=step,
+                model_source="training",
+                history=history_so_far(),
+            )
         return _flatten(results)
 
     first_eval_split = next(iter(eval_sets), None)
@@ -1099,15 +1132,16 @@ def _train(config: FinetuningConfig, strategy) -> FinetuningResult:
             task, result.model, preprocessor, eval_sets, config.eval_batch_size
         )
         result.eval_answers = (eval_sets, answers)
-    result.exports = save_run_model(
-        output_dir,
-        task,
-        result.model,
-        tokenizer,
-        step=result.step,
-        eval_results=result.eval_results,
-        export_formats=config.export_formats,
-    )
+    if chief:
+        result.exports = save_run_model(
+            output_dir,
+            task,
+            result.model,
+            tokenizer,
+            step=result.step,
+            eval_results=result.eval_results,
+            export_formats=config.export_formats,
+        )
     return result
 
 

@@ -318,9 +318,9 @@ def test_phase2_extends_the_position_table(phase1, data, tmp_path):
 
 def test_an_export_initializes_a_longer_model(phase1):
     from keras_bert_zoo.models import BertEncoder, BertPretrainer
-    from keras_bert_zoo.pretraining.run import _checkpoint_source, copy_pretraining_weights
+    from keras_bert_zoo.pretraining.run import checkpoint_source, copy_pretraining_weights
 
-    source = _checkpoint_source(phase1.exports["google"])
+    source = checkpoint_source(phase1.exports["google"])
     assert source.bert_config.max_position_embeddings == SEQ
     target = BertPretrainer(
         BertEncoder.from_bert_config(source.bert_config.replace(max_position_embeddings=150))
@@ -343,10 +343,10 @@ def test_an_export_initializes_a_longer_model(phase1):
 def test_an_encoder_only_checkpoint_initializes_the_encoder(phase1, tmp_path):
     from keras_bert_zoo.checkpoints import save_pretrained
     from keras_bert_zoo.models import BertEncoder, BertPretrainer
-    from keras_bert_zoo.pretraining.run import _checkpoint_source, copy_pretraining_weights
+    from keras_bert_zoo.pretraining.run import checkpoint_source, copy_pretraining_weights
 
     directory = save_pretrained(phase1.model.encoder, tmp_path / "bert", format="huggingface")
-    source = _checkpoint_source(directory)
+    source = checkpoint_source(directory)
     target = BertPretrainer(BertEncoder.from_bert_config(source.bert_config))
     heads_before = [v.numpy().copy() for v in target.next_sentence_head.weights]
     copy_pretraining_weights(source.load(), target)
