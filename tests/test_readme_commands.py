@@ -37,6 +37,7 @@ import socket
 import subprocess
 import sys
 
+import child_process
 import pytest
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -252,14 +253,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _environment() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(
-        os.pathsep
-    )
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    env.pop("TF_CONFIG", None)
-    return env
+_environment = child_process.environment
 
 
 def _argv(command: str, work: pathlib.Path, ports: dict[str, int]) -> tuple[dict, list[str]]:

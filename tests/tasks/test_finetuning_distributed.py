@@ -26,6 +26,7 @@ import subprocess
 import sys
 import textwrap
 
+import child_process
 import pytest
 
 from keras_bert_zoo.tasks import finetuning
@@ -67,16 +68,7 @@ def _flags(data_dir, output_dir, **extra):
     return [f"--{name}={value}" for name, value in values.items()]
 
 
-def _environment(extra=None):
-    env = dict(os.environ)
-    # The child imports this checkout, not whatever the venv's editable install points at.
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(
-        os.pathsep
-    )
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    env.pop("TF_CONFIG", None)
-    env.update(extra or {})
-    return env
+_environment = child_process.environment
 
 
 def _run_processes(commands, envs):

@@ -5,13 +5,14 @@ the newest checkpoint and finishes. The runner's logic is tested in-process in
 """
 
 import json
-import os
 import pathlib
 import random
 import re
 import signal
 import subprocess
 import sys
+
+import child_process
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 BINARY = REPO_ROOT / "tools" / "run_finetuning.py"
@@ -24,15 +25,7 @@ KEYWORDS = {"pos": "great", "neg": "awful"}
 STEPS = 16
 
 
-def _environment():
-    env = dict(os.environ)
-    # The child imports this checkout, not whatever the venv's editable install points at.
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(
-        os.pathsep
-    )
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    env.pop("TF_CONFIG", None)
-    return env
+_environment = child_process.environment
 
 
 def _run(args, kill_after_step=None, timeout=300):

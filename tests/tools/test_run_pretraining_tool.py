@@ -6,11 +6,11 @@ tested in-process in tests/pretraining/test_run_pretraining.py.
 
 import importlib.util
 import json
-import os
 import pathlib
 import subprocess
 import sys
 
+import child_process
 import numpy as np
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -27,15 +27,7 @@ def _port():
     return module
 
 
-def _environment():
-    env = dict(os.environ)
-    # The child imports this checkout, not whatever the venv's editable install points at.
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(
-        os.pathsep
-    )
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    env.pop("TF_CONFIG", None)
-    return env
+_environment = child_process.environment
 
 
 def _run(args, timeout=400):

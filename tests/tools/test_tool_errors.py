@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 
+import child_process
 import pytest
 
 from keras_bert_zoo.utils import cli
@@ -38,16 +39,7 @@ boycott VB I-VP
 CONLL_BAD_LINE = 9  # "boycott VB I-VP": its NER tag column is missing
 
 
-def _environment():
-    env = dict(os.environ)
-    # The child imports this checkout, not whatever the venv's editable install points at.
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(
-        os.pathsep
-    )
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    env.pop("TF_CONFIG", None)
-    env.pop(cli.TRACEBACK_ENV, None)
-    return env
+_environment = child_process.environment
 
 
 def _run_tool(tool, args):

@@ -1,7 +1,6 @@
 """Helpers for the training tests: the training child process and its results."""
 
 import json
-import os
 import pathlib
 import re
 import signal
@@ -9,6 +8,7 @@ import socket
 import subprocess
 import sys
 
+import child_process
 import numpy as np
 import pytest
 
@@ -16,16 +16,7 @@ CHILD = pathlib.Path(__file__).resolve().parent / "_training_child.py"
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def child_env(extra=None):
-    env = dict(os.environ)
-    # The child must import this checkout, not whatever the venv's editable install has.
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(
-        os.pathsep
-    )
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    env.pop("TF_CONFIG", None)
-    env.update(extra or {})
-    return env
+child_env = child_process.environment
 
 
 def run_child(args, *, kill_after_step=None, timeout=300, env=None):
