@@ -113,7 +113,8 @@ class BasicTokenizer:
 class WordpieceTokenizer:
     """Greedy longest-match-first WordPiece; unmatchable or over-long words -> [UNK]."""
 
-    def __init__(self, vocab, unk_token="[UNK]", max_input_chars_per_word=100):
+    # 200 as in google-research/bert's tokenization.py (100 is Hugging Face's port).
+    def __init__(self, vocab, unk_token="[UNK]", max_input_chars_per_word=200):
         self.vocab = vocab
         self.unk_token = unk_token
         self.max_input_chars_per_word = max_input_chars_per_word

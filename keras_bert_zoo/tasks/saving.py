@@ -9,7 +9,8 @@ model.keras    the task model (encoder + head), Keras format, uncompiled: archit
                checkpoints, which a resumed run reads; nothing that reads this needs it)
 vocab.txt      the WordPiece vocabulary
 task.json      the task's registry name, settings, options and `state()`, and the
-               tokenizer's casing; enough to rebuild the task and its preprocessor
+               tokenizer's casing and longest word; enough to rebuild the task and its
+               preprocessor
 ```
 
 Example:
@@ -63,6 +64,7 @@ def task_description(task: Task, tokenizer) -> dict[str, Any]:
         "options": dict(task.option_values),
         "state": task.state(),
         "lowercase": bool(tokenizer.lowercase),
+        "max_chars_per_token": int(tokenizer.max_chars_per_token),
     }
 
 
@@ -128,6 +130,7 @@ def load_finetuned(directory: str, data_dir: str | None = None) -> FinetunedMode
         data_dir: where the task reads data from in this run (eval/predict), or None.
     """
     from keras_bert_zoo.text import BertTokenizer
+    from keras_bert_zoo.text.tokenizer import HUGGING_FACE_MAX_CHARS_PER_WORD
 
     directory = os.fspath(directory)
     description = read_task_description(directory)
@@ -136,7 +139,10 @@ def load_finetuned(directory: str, data_dir: str | None = None) -> FinetunedMode
             raise FileNotFoundError(f"{directory}: no {name}")
     task = task_from_description(description, data_dir=data_dir)
     tokenizer = BertTokenizer(
-        os.path.join(directory, VOCAB_FILE), lowercase=description["lowercase"]
+        os.path.join(directory, VOCAB_FILE),
+        lowercase=description["lowercase"],
+        # Directories written before the limit was recorded were tokenized with 100.
+        max_chars_per_token=description.get("max_chars_per_token", HUGGING_FACE_MAX_CHARS_PER_WORD),
     )
     model = load_inference_model(os.path.join(directory, MODEL_FILE))
     preprocessor = task.make_preprocessor(tokenizer)

@@ -44,6 +44,15 @@ from keras_bert_zoo.text.unicode_tables import lowercase_fixups, regex_class, un
 from keras_bert_zoo.text.vocab import VOCAB_FILENAME, load_vocab, vocab_text
 from keras_bert_zoo.utils.atomic import write_text_atomically
 
+# Longest word (in characters, i.e. code points) that WordPiece splits; a longer one
+# is [UNK]. google-research/bert's tokenization.py builds its tokenizer with
+# `WordpieceTokenizer(max_input_chars_per_word=200)`: the default here, so that words
+# of 101-200 characters come out as the original's pieces.
+ORIGINAL_MAX_CHARS_PER_WORD = 200
+# Hugging Face's port (`BertTokenizer`, `tokenizers`' `BertWordPieceTokenizer`) uses
+# 100: pass `max_chars_per_token=HUGGING_FACE_MAX_CHARS_PER_WORD` to match it.
+HUGGING_FACE_MAX_CHARS_PER_WORD = 100
+
 # Offset-table value of a character that normalizes to nothing but is not cleaned
 # away (a combining mark stripped with the accents): it belongs to the token before.
 _DROPPED_MARK = -2
@@ -125,7 +134,12 @@ class BertTokenizer(PreprocessingLayer):
         lowercase: bool or None. Lower-case and strip accents (uncased vocab).
             ``None`` infers it from the vocabulary. A value contradicting the
             vocabulary's casing raises ``ValueError`` naming the file.
-        max_chars_per_token: int. Longer words become ``[UNK]`` (BERT: 100).
+        max_chars_per_token: int. Words of more characters (code points, not
+            bytes) become ``[UNK]``. Defaults to ``ORIGINAL_MAX_CHARS_PER_WORD``
+            (200), google-research/bert's ``max_input_chars_per_word``; use
+            ``HUGGING_FACE_MAX_CHARS_PER_WORD`` (100) to match Hugging Face's
+            tokenizers, which turn words of 101-200 characters into ``[UNK]``. A
+            config stores the value, so a saved layer keeps the limit it had.
         unknown_token: str. Token for unmatchable words.
         suffix_indicator: str. Prefix of continuation pieces.
         validate_case: bool. Check `lowercase` against the vocabulary.
@@ -156,7 +170,7 @@ class BertTokenizer(PreprocessingLayer):
         self,
         vocabulary=None,
         lowercase: bool | None = None,
-        max_chars_per_token: int = 100,
+        max_chars_per_token: int = ORIGINAL_MAX_CHARS_PER_WORD,
         unknown_token: str = "[UNK]",
         suffix_indicator: str = "##",
         validate_case: bool = True,

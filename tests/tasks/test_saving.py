@@ -171,3 +171,19 @@ def test_a_directory_saved_compiled_by_an_earlier_release_still_loads(saved, tmp
     loaded = _load_in_fresh_process(target, tmp_path)
     for got, want in zip(loaded, model.get_weights(), strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+def test_the_longest_word_limit_travels_with_the_directory(saved, tmp_path):
+    """The tokenizer is rebuilt with the word limit it was trained with: the original's
+    200 characters now, 100 for a directory written before the limit was recorded."""
+    import shutil
+
+    directory, _, _, _ = saved
+    description = json.loads((directory / "task.json").read_text(encoding="utf-8"))
+    assert description["max_chars_per_token"] == 200
+    assert tasks.load_finetuned(str(directory)).tokenizer.max_chars_per_token == 200
+    old = tmp_path / "old"
+    shutil.copytree(directory, old)
+    del description["max_chars_per_token"]
+    (old / "task.json").write_text(json.dumps(description), encoding="utf-8")
+    assert tasks.load_finetuned(str(old)).tokenizer.max_chars_per_token == 100

@@ -16,7 +16,9 @@ Details that matter for parity and are easy to get wrong:
 * Lower-casing (``str.lower``), NFD and dropping Mn happen per whitespace token,
   after CJK ideographs got spaces around them and before punctuation splitting.
 * A word longer than ``max_chars_per_token`` characters (code points) becomes
-  ``[UNK]``, as does a word of which any part cannot be matched.
+  ``[UNK]``, as does a word of which any part cannot be matched. The limit is the
+  original's 200, stated here as a literal (``MAX_INPUT_CHARS_PER_WORD``), never
+  read from the library under test (Hugging Face's port uses 100).
 """
 
 from __future__ import annotations
@@ -107,8 +109,15 @@ def basic_tokenize(text: str, lowercase: bool) -> list[str]:
     return " ".join(words).strip().split()
 
 
+# google-research/bert tokenization.py, FullTokenizer.__init__:
+#   self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
+# with WordpieceTokenizer.__init__(self, vocab, unk_token="[UNK]",
+#   max_input_chars_per_word=200).
+MAX_INPUT_CHARS_PER_WORD = 200
+
+
 def wordpiece_word(
-    word: str, vocab, unk: str = "[UNK]", max_chars_per_token: int = 100
+    word: str, vocab, unk: str = "[UNK]", max_chars_per_token: int = MAX_INPUT_CHARS_PER_WORD
 ) -> list[str]:
     if len(word) > max_chars_per_token:
         return [unk]
@@ -137,13 +146,16 @@ def tokenize(
     vocab,
     lowercase: bool,
     unk: str = "[UNK]",
-    max_chars_per_token: int = 100,
+    max_chars_per_token: int = MAX_INPUT_CHARS_PER_WORD,
     memo: dict | None = None,
 ) -> list[str]:
     """Word pieces of `text` as strings, exactly as the original FullTokenizer.
 
     `memo` (a dict) caches the pieces of each word across calls: it only saves time.
     """
+    if memo is not None:
+        # One cache per limit: a memo shared across limits must not mix them.
+        memo = memo.setdefault(("max_chars_per_token", max_chars_per_token), {})
     out = []
     for word in basic_tokenize(text, lowercase):
         for token in word.strip().split():

@@ -6,12 +6,18 @@ Wikipedia dump excerpt that gensim ships, plus a hostile set. Vocabularies: the
 real uncased BERT vocab of all-MiniLM-L6-v2 and a cased one learned from the corpus.
 """
 
+import random
 import sys
+import unicodedata
 
 import pytest
 import tensorflow as tf
 
 from keras_bert_zoo.text import BertTokenizer, load_vocab
+from keras_bert_zoo.text.tokenizer import (
+    HUGGING_FACE_MAX_CHARS_PER_WORD,
+    ORIGINAL_MAX_CHARS_PER_WORD,
+)
 
 BATCH = 4096
 
@@ -86,6 +92,200 @@ def test_long_words_follow_character_count(ref, uncased_vocab_path):
     expected = [ref.tokenize(line, vocab, True, max_chars_per_token=10) for line in lines]
     assert expected[2][0] == "[UNK]" and expected[2][1] != "[UNK]"
     assert our_tokens(tokenizer, lines) == expected
+
+
+# Every word length from 1 to 300 characters: around 100 (Hugging Face's limit) and
+# 200 (the original's `max_input_chars_per_word`), and far past both.
+LONG_WORD_LENGTHS = range(1, 301)
+NAMED_LENGTHS = (100, 101, 150, 200, 201, 300)
+
+
+def word_characters(ref, vocab, lowercase):
+    """{UTF-8 length: characters c} with c and ##c in `vocab` that stay one character
+    of a word through BERT's basic tokenizer (no punctuation, CJK, space, casing or
+    accent change), so that any string of them splits into pieces."""
+    by_bytes = {}
+    for c in sorted(t for t in vocab if len(t) == 1 and "##" + t in vocab):
+        if ref.basic_tokenize("x" + c + "x", lowercase) == ["x" + c + "x"]:
+            by_bytes.setdefault(len(c.encode("utf-8")), []).append(c)
+    return by_bytes
+
+
+def long_words(ref, vocab, lowercase, seed=0):
+    """{kind: [(length, word)]}: words of every length in LONG_WORD_LENGTHS.
+
+    `pieces` concatenates real vocabulary entries (a word start, then ## pieces), so
+    a word up to the limit splits into many pieces; `two_byte`, `three_byte` and
+    `mixed` use multi-byte characters (the tf-text op limits bytes, the original
+    characters); `unknown_char` puts one character the vocabulary lacks into a
+    `pieces` word; `accented` and `decomposed` (NFD) change under lower-casing and
+    accent stripping, `decomposed` by losing characters (the original counts them
+    after stripping).
+    """
+    rng = random.Random(seed)
+    chars = word_characters(ref, vocab, lowercase)
+    ascii_letters = [c for c in chars[1] if c.isalpha()]
+    # The basic tokenizer keeps these inside a word; the vocabulary has no piece of them.
+    unknown = [
+        c
+        for c in ("\u2603", "\u02ac", "\U0001d49c", "\u0b95")
+        if c not in vocab
+        and "##" + c not in vocab
+        and ref.basic_tokenize("x" + c + "x", lowercase) == ["x" + c + "x"]
+    ]
+    starts = [t for t in vocab if t.isascii() and t.isalpha()]
+    continuations = [t for t in vocab if t.startswith("##") and t[2:].isascii() and t[2:].isalpha()]
+    assert len(ascii_letters) >= 26 and len(chars[2]) >= 10 and len(chars[3]) >= 10, chars
+    assert len(starts) > 1000 and len(continuations) > 500 and unknown
+    accents = {"a": "\u00e0", "e": "\u00c9", "o": "\u00f6", "u": "\u00fb", "i": "\u00cf"}
+    words = {}
+    for length in LONG_WORD_LENGTHS:
+        word = rng.choice(starts)
+        while len(word) < length:
+            word += rng.choice(continuations)[2:]
+        word = word[:length]
+        at = rng.randrange(length)
+        accented = "".join(accents.get(c, c) for c in word)
+        found = {
+            "pieces": word,
+            "two_byte": "".join(rng.choices(chars[2], k=length)),
+            "three_byte": "".join(rng.choices(chars[3], k=length)),
+            "mixed": "".join(rng.choices(ascii_letters + chars[2] + chars[3], k=length)),
+            "unknown_char": word[:at] + rng.choice(unknown) + word[at + 1 :],
+            "accented": accented,
+            "decomposed": unicodedata.normalize("NFD", accented),
+        }
+        for kind, value in found.items():
+            words.setdefault(kind, []).append((length, value))
+    return words
+
+
+def long_word_lines(words):
+    """Each word alone, then inside a sentence (other words and punctuation around)."""
+    flat = [word for pairs in words.values() for _, word in pairs]
+    return flat + [f"The {word}, and (so) {word[::-1]} end." for word in flat]
+
+
+@pytest.mark.parametrize("casing", ["uncased", "cased"])
+def test_words_of_1_to_300_characters_follow_the_original(
+    casing, ref, uncased_vocab_path, cased_vocab_path
+):
+    """The original splits words of up to 200 characters (`max_input_chars_per_word
+    =200` in google-research/bert's tokenization.py), counted in characters: a
+    200-character word of 2-, 3- or mixed-byte characters splits, a 201-character one
+    is [UNK]. The oracle's limit is its own literal 200, not the library's."""
+    assert ref.MAX_INPUT_CHARS_PER_WORD == 200
+    lowercase = casing == "uncased"
+    path = uncased_vocab_path if lowercase else cased_vocab_path
+    vocab = load_vocab(path)
+    index = {token: i for i, token in enumerate(vocab)}
+    tokenizer = BertTokenizer(vocabulary=path, lowercase=lowercase)
+    assert tokenizer.max_chars_per_token == ORIGINAL_MAX_CHARS_PER_WORD == 200
+    words = long_words(ref, index, lowercase)
+    assert set(NAMED_LENGTHS) <= set(LONG_WORD_LENGTHS)
+    lines = long_word_lines(words)
+    expected = reference_tokens(ref, lines, vocab, lowercase)
+
+    # The oracle splits what it should: a word of vocabulary characters is many pieces
+    # up to 200 characters (after accent stripping) and [UNK] past them.
+    for kind in ("pieces", "two_byte", "three_byte", "mixed") + (
+        ("accented", "decomposed") if lowercase else ()
+    ):
+        for length, word in words[kind]:
+            pieces = ref.tokenize(word, index, lowercase)
+            if length <= 200:
+                assert "[UNK]" not in pieces and len(pieces) >= length / 12, (kind, length)
+            else:
+                assert pieces == ["[UNK]"], (kind, length)
+    for length in (200, 201):
+        for kind in ("two_byte", "three_byte"):
+            word = dict(words[kind])[length]
+            assert len(word) == length and len(word.encode("utf-8")) > 2 * length - 1
+            pieces = ref.tokenize(word, index, lowercase)
+            assert (pieces == ["[UNK]"]) == (length == 201), (kind, length)
+    assert all(ref.tokenize(w, index, lowercase) == ["[UNK]"] for _, w in words["unknown_char"])
+
+    # Batched (one routing decision per line), each named length alone, and through
+    # tokenize_with_offsets.
+    batched = our_tokens(tokenizer, lines)
+    mismatches, msg = report(f"long words {casing}", lines, expected, batched)
+    assert not mismatches, msg
+    id_to_token = tokenizer.get_vocabulary()
+    named = [
+        i
+        for kind_words in [words[k] for k in words]
+        for i in [lines.index(w) for length, w in kind_words if length in NAMED_LENGTHS]
+    ]
+    for i in named:
+        single = tokenizer.tokenize(tf.constant(lines[i])).numpy().tolist()
+        assert [id_to_token[j] for j in single] == expected[i], (casing, i, len(lines[i]))
+    ids, starts, ends = tokenizer.tokenize_with_offsets(tf.constant(lines))
+    mismatches, msg = report(
+        f"long words {casing} with offsets",
+        lines,
+        expected,
+        [[id_to_token[j] for j in row] for row in ids.to_list()],
+    )
+    assert not mismatches, msg
+    # A word past the limit is one [UNK] spanning the whole word.
+    for length, word in words["pieces"][199:]:
+        line = lines.index(word)
+        row = ids[line].numpy().tolist()
+        assert (row == [tokenizer.unknown_token_id]) == (length > 200)
+        if length > 200:
+            assert (starts[line].numpy().tolist(), ends[line].numpy().tolist()) == (
+                [0],
+                [len(word)],
+            )
+
+
+@pytest.mark.parametrize("casing", ["uncased", "cased"])
+def test_hugging_face_limit_is_an_option(casing, ref, uncased_vocab_path, cased_vocab_path):
+    """`max_chars_per_token=HUGGING_FACE_MAX_CHARS_PER_WORD` (100) gives Hugging
+    Face's port: the oracle at 100, and Hugging Face `tokenizers` itself."""
+    import tokenizers
+
+    assert HUGGING_FACE_MAX_CHARS_PER_WORD == 100
+    lowercase = casing == "uncased"
+    path = uncased_vocab_path if lowercase else cased_vocab_path
+    vocab = load_vocab(path)
+    tokenizer = BertTokenizer(
+        vocabulary=path, lowercase=lowercase, max_chars_per_token=HUGGING_FACE_MAX_CHARS_PER_WORD
+    )
+    index = {token: i for i, token in enumerate(vocab)}
+    words = long_words(ref, index, lowercase, seed=1)
+    lines = [word for _, word in words["pieces"] + words["two_byte"]]
+    expected = [ref.tokenize(line, index, lowercase, max_chars_per_token=100) for line in lines]
+    mismatches, msg = report(
+        f"long words {casing} at 100", lines, expected, our_tokens(tokenizer, lines)
+    )
+    assert not mismatches, msg
+    assert [e == ["[UNK]"] for e in expected] == [len(line) > 100 for line in lines]
+    hf = tokenizers.BertWordPieceTokenizer(
+        path, lowercase=lowercase, strip_accents=lowercase, clean_text=True
+    )
+    got = [e.tokens for e in hf.encode_batch(lines, add_special_tokens=False)]
+    mismatches, msg = report(f"long words {casing}: hf", lines, expected, got, "hf")
+    assert not mismatches, msg
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_four_byte_characters_at_the_limit(ref, lowercase):
+    """200 four-byte characters are 800 bytes, exactly the tf-text op's
+    `max_bytes_per_word` (4 * max_chars_per_token): split; 201 are [UNK]."""
+    vocab = ["[PAD]", "[UNK]", "a", "##a", "\U0001f600", "##\U0001f600", "##\U0001d49c"]
+    tokenizer = BertTokenizer(vocabulary=vocab, lowercase=lowercase)
+    index = {token: i for i, token in enumerate(vocab)}
+    lines = []
+    for length in (1, 50, 51, 99, 100, 101, 150, 199, 200, 201, 300):
+        lines.append("\U0001f600" * length)
+        lines.append("a" + "\U0001d49c" * (length - 1))
+        lines.append("\U0001f600" + "a" * (length - 1))
+    expected = [ref.tokenize(line, index, lowercase) for line in lines]
+    assert [e == ["[UNK]"] for e in expected] == [len(line) > 200 for line in lines]
+    assert our_tokens(tokenizer, lines) == expected
+    single = [tokenizer.tokenize(tf.constant(line)).numpy().tolist() for line in lines]
+    assert [[vocab[i] for i in row] for row in single] == expected
 
 
 def test_huggingface_cross_check(ref, hostile, wiki_lines, uncased_vocab_path):
