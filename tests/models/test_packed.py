@@ -202,9 +202,10 @@ def compiled(model, loss=None, steps=6):
     ],
 )
 def test_trainer_with_packed_sequences_follows_the_padded_loss_trajectory(
-    tmp_path, task, options, packed_options
+    tmp_path, task, options, packed_options, packed_batch_keys
 ):
     x, y = short_batch(batch=48, seed=2)
+    traced_keys = {}
     if task == "classifier":
         x = {k: v for k, v in x.items() if k != "masked_lm_positions"}
         y = (np.arange(48) % 2).astype("int32")
@@ -227,6 +228,16 @@ def test_trainer_with_packed_sequences_follows_the_padded_loss_trajectory(
             **(packed_options if packed else {}),
         )
         results[packed] = trainer.train(dataset_fn_of(x, y, batch=8), 6)
+        traced_keys[packed] = list(packed_batch_keys)
+        packed_batch_keys.clear()
+    # The packed run trained through the packed step, on packed batches; the padded
+    # run did not (equal trajectories alone would not tell the two apart).
+    assert not traced_keys[False], traced_keys[False]
+    assert traced_keys[True], "Trainer(packed_sequences=True) never traced packed_loss_fn"
+    assert all(
+        {"sequence_ids", "position_ids", "first_token_index"} <= set(keys)
+        for keys in traced_keys[True]
+    ), traced_keys[True]
     padded, packed = results[False], results[True]
     assert len(packed.losses) == 6
     np.testing.assert_allclose(packed.losses, padded.losses, rtol=2e-4, atol=1e-5)
