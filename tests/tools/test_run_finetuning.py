@@ -1,7 +1,7 @@
-"""`tools/run_finetuning.py` as a user runs it: a training run SIGKILLed in the middle
-leaves only whole files in `--output_dir`, and the same command run again resumes from
-the newest checkpoint and finishes. The runner's logic is tested in-process in
-`tests/tasks/test_finetuning*.py`; this is the one test of the binary itself.
+"""`tools/run_finetuning.py` as a user runs it: the helpers that start it, kill it
+and check what it leaves (used by test_run_finetuning_resume.py, whose runs are killed
+twice and end bitwise as an uninterrupted run), and the README's two set-up commands.
+The runner's logic is tested in-process in `tests/tasks/test_finetuning*.py`.
 """
 
 import json
@@ -17,7 +17,6 @@ import child_process
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 BINARY = REPO_ROOT / "tools" / "run_finetuning.py"
 sys.path.insert(0, str(REPO_ROOT / "tests" / "tasks"))
-import finetuning_test_helpers as helpers  # noqa: E402
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 FILLERS = "the a film movie plot actors story was is very quite and but it".split()
@@ -77,57 +76,6 @@ def _assert_whole(output_dir: pathlib.Path):
     for name in ("best", "finetuned"):
         if (output_dir / name).exists():
             load_finetuned(str(output_dir / name))
-
-
-def test_killed_run_leaves_whole_files_and_the_same_command_resumes(tmp_path):
-    data_dir = tmp_path / "data"
-    data_dir.mkdir()
-    _write_reviews(data_dir / "reviews.tsv")
-    vocabulary = SPECIALS + FILLERS + list(KEYWORDS.values()) + ["."]
-    checkpoint = helpers.write_tiny_checkpoint(tmp_path / "bert", vocabulary, layout="google")
-    output_dir = tmp_path / "run"
-    args = [
-        "--task=text_classification",
-        f"--data_dir={data_dir}",
-        "--train_file=reviews.tsv",
-        "--heldout_fraction=0.25",
-        f"--init_checkpoint={checkpoint}",
-        f"--output_dir={output_dir}",
-        "--max_seq_length=16",
-        "--train_batch_size=4",
-        f"--num_train_steps={STEPS}",
-        "--learning_rate=5e-3",
-        "--lr_schedule=constant",
-        "--warmup_proportion=0",
-        "--steps_per_loop=1",
-        "--checkpoint_every=2",
-        "--keep_checkpoints=2",
-        "--eval_every=4",
-        "--progress=log",
-    ]
-    code, output = _run(args, kill_after_step=9)
-    assert code == -signal.SIGKILL, output[-3000:]
-    _assert_whole(output_dir)
-    assert (output_dir / "checkpoints").is_dir() and (output_dir / "best").is_dir()
-    killed_history = json.loads((output_dir / "eval_results.json").read_text())["history"]
-    assert [entry["step"] for entry in killed_history][:2] == [4, 8]
-
-    code, output = _run(args)
-    assert code == 0, output[-3000:]
-    resumed = re.search(r"Resuming at step (\d+) of 16", output)
-    assert resumed and int(resumed.group(1)) >= 8, output[-3000:]
-    assert "eval_results.json (step 16):" in output
-    _assert_whole(output_dir)
-    results = json.loads((output_dir / "eval_results.json").read_text(encoding="utf-8"))
-    assert results["step"] == STEPS and results["model"] == "final"
-    assert [entry["step"] for entry in results["history"]] == [4, 8, 12, 16]
-    assert 0.0 <= results["results"]["dev"]["accuracy"] <= 1.0
-    records = (output_dir / "predictions" / "predictions_dev.jsonl").read_text().splitlines()
-    assert len(records) == 10  # a quarter of each label held out
-    for name in ("finetuned", "export_google", "export_huggingface"):
-        assert (output_dir / name / "task.json").is_file(), name
-    leftovers = [p for p in output_dir.rglob(".*")]
-    assert not leftovers, leftovers
 
 
 def test_readme_first_command_is_the_main_job_and_second_the_tests():

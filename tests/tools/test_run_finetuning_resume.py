@@ -27,10 +27,10 @@ def _import_by_path(name, path):
     return module
 
 
-# The binary test's helpers (`_run`, `_write_reviews`, its vocabulary) and, through it,
-# tests/tasks/finetuning_test_helpers.py (`write_tiny_checkpoint`, TINY_ENCODER).
+# The binary test's helpers (`_run`, `_write_reviews`, `_assert_whole`, its vocabulary),
+# and tests/tasks/finetuning_test_helpers.py (`write_tiny_checkpoint`, TINY_ENCODER).
 runner_test = _import_by_path("kbz_resume_test_run_finetuning", HERE / "test_run_finetuning.py")
-helpers = runner_test.helpers
+import finetuning_test_helpers as helpers  # noqa: E402  (tests/tasks, put on the path by it)
 
 STEPS = 20
 CHECKPOINT_EVERY = 3  # not a divisor of EVAL_EVERY: resumes redo evaluations
@@ -131,8 +131,13 @@ def test_twice_killed_run_ends_bitwise_as_the_uninterrupted_run(tmp_path):
     code, output = runner_test._run(args, kill_after_step=first)
     assert code == -signal.SIGKILL, output[-3000:]
     assert "Resuming" not in output
+    # A kill leaves only whole files (and dot-named temporaries).
+    runner_test._assert_whole(resumed_dir)
+    assert (resumed_dir / "checkpoints").is_dir()
     code, output = runner_test._run(args, kill_after_step=second)
     assert code == -signal.SIGKILL, output[-3000:]
+    runner_test._assert_whole(resumed_dir)
+    assert (resumed_dir / "best").is_dir()  # evaluated at step 8 at least
     resumed_first = _resumed_step(output)
     assert 0 < resumed_first < second, output[-3000:]
     code, output = runner_test._run(args)
@@ -167,3 +172,13 @@ def test_twice_killed_run_ends_bitwise_as_the_uninterrupted_run(tmp_path):
     assert results == reference
     for name in ("best/metrics.json", "predictions/predictions_dev.jsonl"):
         assert (resumed_dir / name).read_bytes() == (reference_dir / name).read_bytes(), name
+    # What the finished run leaves: whole files, a quarter of each label held out and
+    # predicted, the exports, no temporaries.
+    assert f"eval_results.json (step {STEPS}):" in output
+    runner_test._assert_whole(resumed_dir)
+    records = (resumed_dir / "predictions" / "predictions_dev.jsonl").read_text().splitlines()
+    assert len(records) == 10
+    for name in ("finetuned", "export_google"):
+        assert (resumed_dir / name / "task.json").is_file(), name
+    leftovers = list(resumed_dir.rglob(".*"))
+    assert not leftovers, leftovers
