@@ -1,7 +1,11 @@
-"""The environment of a child process that a test starts (a tool, a worker)."""
+"""Child processes that tests start (tools, workers of a cluster): their environment,
+free ports, and running several at once."""
 
+import json
 import os
 import pathlib
+import socket
+import subprocess
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -18,3 +22,63 @@ def environment(extra=None) -> dict[str, str]:
     env.pop("TF_CONFIG", None)
     env.update(extra or {})
     return env
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports on 127.0.0.1 that were free a moment ago."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def worker_environments(count: int) -> list[dict[str, str]]:
+    """The environments of a `count`-worker MultiWorkerMirroredStrategy cluster on
+    127.0.0.1: one `TF_CONFIG` each."""
+    workers = [f"127.0.0.1:{port}" for port in free_ports(count)]
+    return [
+        environment(
+            {
+                "TF_CONFIG": json.dumps(
+                    {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+                )
+            }
+        )
+        for index in range(count)
+    ]
+
+
+def run_together(commands, envs, timeout: float, cwd=None) -> tuple[list[int], list[str]]:
+    """Runs the commands at once (the workers of one cluster, or a single command);
+    returns `(returncodes, outputs)`, stdout and stderr together. At `timeout` seconds
+    (a hung collective) every process is killed, and its output says so."""
+    processes = [
+        subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            cwd=cwd,
+        )
+        for command, env in zip(commands, envs, strict=True)
+    ]
+    outputs = []
+    try:
+        for process in processes:
+            try:
+                outputs.append(process.communicate(timeout=timeout)[0])
+            except subprocess.TimeoutExpired:
+                for other in processes:
+                    other.kill()
+                outputs.append(process.communicate()[0] + f"\n[killed after {timeout} s]")
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    return [process.returncode for process in processes], outputs

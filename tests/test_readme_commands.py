@@ -25,7 +25,6 @@ command the README gains is run, or the test fails asking for it.
 from __future__ import annotations
 
 import bz2
-import contextlib
 import csv
 import json
 import os
@@ -33,8 +32,6 @@ import pathlib
 import random
 import re
 import shlex
-import socket
-import subprocess
 import sys
 
 import child_process
@@ -247,15 +244,6 @@ def work(tmp_path_factory):
 # === Running a command ===
 
 
-def _free_port() -> int:
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-_environment = child_process.environment
-
-
 def _argv(command: str, work: pathlib.Path, ports: dict[str, int]) -> tuple[dict, list[str]]:
     """`(environment additions, argv)` of a README command, with the substitutions of
     the module docstring."""
@@ -273,42 +261,6 @@ def _argv(command: str, work: pathlib.Path, ports: dict[str, int]) -> tuple[dict
     return env, [sys.executable, words[1], *args, *size_flags(tool, args)]
 
 
-def _start(command: str, work: pathlib.Path, ports: dict[str, int]) -> subprocess.Popen:
-    extra_env, argv = _argv(command, work, ports)
-    log = open(work / f"log-{_start.count:02d}.txt", "w+", encoding="utf-8")  # noqa: SIM115
-    _start.count += 1
-    process = subprocess.Popen(
-        argv,
-        cwd=work,
-        env={**_environment(), **extra_env},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    process.log = log
-    process.command = command
-    return process
-
-
-_start.count = 0
-
-
-def _finish(process: subprocess.Popen, timeout: float = 420) -> str:
-    try:
-        process.wait(timeout=timeout)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    process.log.seek(0)
-    output = process.log.read()
-    process.log.close()
-    assert process.returncode == 0, (
-        f"{process.command}\nexit {process.returncode}:\n" + (output[-4000:])
-    )
-    return output
-
-
 def run_section(section: str, work: pathlib.Path) -> dict[str, str]:
     """Runs `section`'s commands in order; consecutive commands with `TF_CONFIG` (the
     workers of one cluster) run at the same time. Returns `{command: output}`."""
@@ -323,10 +275,17 @@ def run_section(section: str, work: pathlib.Path) -> dict[str, str]:
             and commands[index + len(group)].startswith("TF_CONFIG=")
         ):
             group.append(commands[index + len(group)])
-        ports = {"host1:12345": _free_port(), "host2:12345": _free_port()}
-        processes = [_start(command, work, ports) for command in group]
-        for process in processes:
-            outputs[process.command] = _finish(process)
+        ports = dict(zip(("host1:12345", "host2:12345"), child_process.free_ports(2), strict=True))
+        runs = [_argv(command, work, ports) for command in group]
+        codes, group_outputs = child_process.run_together(
+            [argv for _, argv in runs],
+            [child_process.environment(extra_env) for extra_env, _ in runs],
+            timeout=420,
+            cwd=work,
+        )
+        for command, code, output in zip(group, codes, group_outputs, strict=True):
+            assert code == 0, f"{command}\nexit {code}:\n{output[-4000:]}"
+            outputs[command] = output
         index += len(group)
     return outputs
 

@@ -21,8 +21,6 @@ import json
 import os
 import pathlib
 import shutil
-import socket
-import subprocess
 import sys
 import textwrap
 
@@ -68,60 +66,14 @@ def _flags(data_dir, output_dir, **extra):
     return [f"--{name}={value}" for name, value in values.items()]
 
 
-_environment = child_process.environment
-
-
-def _run_processes(commands, envs):
-    """Runs the commands at once; returns `(returncodes, outputs)`. Every process is
-    killed at `TIMEOUT` seconds (a hung collective) and when the test stops."""
-    processes = [
-        subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-            cwd=REPO_ROOT,
-        )
-        for command, env in zip(commands, envs, strict=True)
-    ]
-    outputs = []
-    try:
-        for process in processes:
-            try:
-                outputs.append(process.communicate(timeout=TIMEOUT)[0])
-            except subprocess.TimeoutExpired:
-                for other in processes:
-                    other.kill()
-                outputs.append(process.communicate()[0] + f"\n[killed after {TIMEOUT} s]")
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-    return [process.returncode for process in processes], outputs
-
-
 def _run_cluster(args, num_workers=2):
     """`tools/run_finetuning.py args` as a `num_workers` cluster on 127.0.0.1."""
-    sockets = [socket.socket() for _ in range(num_workers)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    workers = [f"127.0.0.1:{s.getsockname()[1]}" for s in sockets]
-    for s in sockets:
-        s.close()
-    envs = [
-        _environment(
-            {
-                "TF_CONFIG": json.dumps(
-                    {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-                )
-            }
-        )
-        for index in range(num_workers)
-    ]
-    commands = [[sys.executable, str(BINARY), *args]] * num_workers
-    return _run_processes(commands, envs)
+    return child_process.run_together(
+        [[sys.executable, str(BINARY), *args]] * num_workers,
+        child_process.worker_environments(num_workers),
+        TIMEOUT,
+        cwd=REPO_ROOT,
+    )
 
 
 def _failure(codes, outputs):
@@ -287,8 +239,11 @@ def test_mirrored_over_two_devices_matches_one_device(data, multi_worker_run, tm
         "task_options": TASK_OPTIONS,
         **SETTINGS,
     }
-    codes, outputs = _run_processes(
-        [[sys.executable, "-c", MIRRORED_CHILD, json.dumps(settings)]], [_environment()]
+    codes, outputs = child_process.run_together(
+        [[sys.executable, "-c", MIRRORED_CHILD, json.dumps(settings)]],
+        [child_process.environment()],
+        TIMEOUT,
+        cwd=REPO_ROOT,
     )
     assert codes == [0], _failure(codes, outputs)
     assert "REPLICAS 2" in outputs[0] and "DONE" in outputs[0], outputs[0][-3000:]

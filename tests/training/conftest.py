@@ -1,10 +1,8 @@
 """Helpers for the training tests: the training child process and its results."""
 
-import json
 import pathlib
 import re
 import signal
-import socket
 import subprocess
 import sys
 
@@ -50,34 +48,11 @@ def run_child(args, *, kill_after_step=None, timeout=300, env=None):
 def run_cluster(args, num_workers=2, timeout=300):
     """Runs `num_workers` training children as one MultiWorkerMirroredStrategy cluster on
     127.0.0.1 (TF_CONFIG). Returns `(returncodes, outputs)`."""
-    sockets = [socket.socket() for _ in range(num_workers)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    workers = [f"127.0.0.1:{s.getsockname()[1]}" for s in sockets]
-    for s in sockets:
-        s.close()
-    processes = []
-    for index in range(num_workers):
-        config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        processes.append(
-            subprocess.Popen(
-                [sys.executable, str(CHILD), *args],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                env=child_env({"TF_CONFIG": json.dumps(config)}),
-            )
-        )
-    outputs = []
-    try:
-        for process in processes:
-            outputs.append(process.communicate(timeout=timeout)[0])
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-    return [process.returncode for process in processes], outputs
+    return child_process.run_together(
+        [[sys.executable, str(CHILD), *args]] * num_workers,
+        child_process.worker_environments(num_workers),
+        timeout,
+    )
 
 
 def load_result(path):
