@@ -6,12 +6,12 @@ import keras
 import tensorflow as tf
 
 from keras_bert_zoo.text.packer import BertPacker
-from keras_bert_zoo.text.preprocessing_layer import PreprocessingLayer
+from keras_bert_zoo.text.preprocessing_layer import TokenizingPreprocessor
 from keras_bert_zoo.text.tokenizer import BertTokenizer
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
-class BertPreprocessor(PreprocessingLayer):
+class BertPreprocessor(TokenizingPreprocessor):
     """Tokenizes 1-3 string segments and packs them into BERT's inputs.
 
     The same layer works eagerly, in ``tf.data`` (``ds.batch(n).map(preprocessor)``
@@ -55,19 +55,12 @@ class BertPreprocessor(PreprocessingLayer):
         pad_to: str = "fixed",
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        if isinstance(tokenizer, dict):  # from a serialized config
-            tokenizer = keras.saving.deserialize_keras_object(tokenizer)
-        self.tokenizer = tokenizer
+        super().__init__(tokenizer, **kwargs)
         self.packer = BertPacker(sequence_length, truncate=truncate, pad_to=pad_to, dtype="int32")
         # A tokenizer loaded from a .keras archive gets its vocabulary after this
         # constructor; the special ids are then taken when the layer first runs.
-        if tokenizer.has_vocabulary:
+        if self.tokenizer.has_vocabulary:
             self._take_special_ids()
-
-    def _take_special_ids(self):
-        packer = self.packer
-        packer.start_value, packer.end_value, packer.pad_value = self.tokenizer.packing_token_ids()
 
     @property
     def sequence_length(self) -> int:
@@ -100,16 +93,9 @@ class BertPreprocessor(PreprocessingLayer):
         config = super().get_config()
         config.update(
             {
-                "tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
                 "sequence_length": self.packer.sequence_length,
                 "truncate": self.packer.truncate,
                 "pad_to": self.packer.pad_to,
             }
         )
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
-        return cls(**config)
