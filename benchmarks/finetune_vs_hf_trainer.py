@@ -71,9 +71,9 @@ def parse_args(argv=None):
 
 
 def our_run(args, seed, model_dir, work_dir):
-    from keras_bert_zoo.tasks import finetuning
+    from keras_bert_zoo.runners import demo, finetuning
 
-    config = finetuning.demo_config(
+    config = demo.demo_config(
         init_checkpoint=model_dir,
         output_dir=os.path.join(work_dir, f"ours_seed{seed}"),
         seed=seed,

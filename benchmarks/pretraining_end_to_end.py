@@ -11,7 +11,7 @@ Not a CI test: a few minutes of CPU that show the whole pretraining path learns.
    `tools/create_pretraining_data.py --output_text_file` and `tools/build_vocab.py` do).
 3. Pretraining records are created from the two `.xml.bz2` dumps themselves
    (`pretraining.create_pretraining_data`, what `tools/create_pretraining_data.py` runs).
-4. bert_tiny (L=2, H=128, A=2) is pretrained from scratch (`pretraining.run`, what
+4. bert_tiny (L=2, H=128, A=2) is pretrained from scratch (`runners.pretraining`, what
    `tools/run_pretraining.py` runs), evaluated on the held-out articles' records every
    `--eval_every` steps.
 
@@ -130,7 +130,7 @@ def main(argv):
 
     from keras_bert_zoo.config import BertConfig
     from keras_bert_zoo.pretraining import CreationConfig, create_pretraining_data, export_sentences
-    from keras_bert_zoo.pretraining.run import PretrainingConfig, run_pretraining
+    from keras_bert_zoo.runners.pretraining import PretrainingConfig, run_pretraining
     from keras_bert_zoo.text import vocab as vocab_lib
 
     quick = _QUICK.value

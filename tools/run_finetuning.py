@@ -11,7 +11,7 @@ task's options). Flags keep google-research/bert's `run_classifier.py` names and
 defaults: `--train_batch_size=32 --learning_rate=5e-5 --num_train_epochs=3
 --warmup_proportion=0.1`, `--max_seq_length` the task's (128; 384 for SQuAD),
 `--do_lower_case` read from the vocabulary. `--eval_every` defaults to once per epoch.
-Rerunning a killed training command resumes it. See `keras_bert_zoo/tasks/finetuning.py`
+Rerunning a killed training command resumes it. See `keras_bert_zoo/runners/finetuning.py`
 for the output directory's layout.
 
 Usage:
@@ -28,7 +28,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags  # noqa: E402
 
-from keras_bert_zoo.tasks import finetuning  # noqa: E402
+from keras_bert_zoo.runners import demo, finetuning  # noqa: E402
 from keras_bert_zoo.utils import cli  # noqa: E402
 
 finetuning.define_flags()
@@ -39,7 +39,7 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     if FLAGS.task is None:
-        finetuning.run_demo(finetuning.demo_config(**finetuning.explicit_flag_values(FLAGS)))
+        demo.run_demo(demo.demo_config(**finetuning.explicit_flag_values(FLAGS)))
         return
     result = finetuning.run_finetuning(finetuning.config_from_flags(FLAGS))
     if result.eval_results:

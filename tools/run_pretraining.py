@@ -6,7 +6,7 @@ with the shared training flags (optimizer, schedule, clipping, accumulation, pre
 XLA, strategy: --helpfull lists them), evaluates on held-out records, checkpoints
 (rerunning a killed command resumes it) and exports the model with its MLM and NSP
 heads in the google-research/bert and Hugging Face layouts. All logic lives in
-keras_bert_zoo/pretraining/run.py.
+keras_bert_zoo/runners/pretraining.py.
 
 Usage (the paper's two phases: 90% of the steps at 128 tokens, then 512):
   python tools/run_pretraining.py --input_file='data128/train.tfrecord-*' \
@@ -25,7 +25,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags  # noqa: E402
 
-from keras_bert_zoo.pretraining import run  # noqa: E402
+from keras_bert_zoo.runners import pretraining as run  # noqa: E402
 from keras_bert_zoo.utils import cli  # noqa: E402
 
 run.define_flags()

@@ -5,8 +5,9 @@
   core, streaming (``tools/create_pretraining_data.py`` is its command line).
 * ``dynamic_pretraining_dataset`` / ``remasked_pretraining_dataset`` (``dynamic``):
   the same batches built on the fly in ``tf.data`` with new masks every epoch.
-* ``run_pretraining`` (``run``): trains a ``BertPretrainer`` on either, evaluates on
-  held-out records and exports with the MLM/NSP heads (``tools/run_pretraining.py``).
+* Training on them is a job of ``keras_bert_zoo.runners`` (``runners.pretraining``:
+  ``run_pretraining``, ``tools/run_pretraining.py``); the names ``run_pretraining``,
+  ``PretrainingConfig`` and ``PretrainingResult`` here are deprecated aliases of it.
 * Building blocks: ``corpus`` (streaming readers, format detection), ``wikitext``
   (markup stripping, sentence splitting), ``instances`` (NSP pairs, packing, masking,
   padding as TF ops), ``writer`` (record encoding, atomic sharded writing).
@@ -27,11 +28,6 @@ from keras_bert_zoo.pretraining.instances import (
     create_pretraining_instances,
     create_segment_pairs,
 )
-from keras_bert_zoo.pretraining.run import (
-    PretrainingConfig,
-    PretrainingResult,
-    run_pretraining,
-)
 from keras_bert_zoo.pretraining.wikitext import (
     clean_wikitext,
     split_sentences,
@@ -47,8 +43,6 @@ __all__ = [
     "CorpusError",
     "CreationConfig",
     "CreationSummary",
-    "PretrainingConfig",
-    "PretrainingResult",
     "ShardedRecordWriter",
     "clean_wikitext",
     "create_pretraining_data",
@@ -58,8 +52,26 @@ __all__ = [
     "encode_pretraining_examples",
     "export_sentences",
     "remasked_pretraining_dataset",
-    "run_pretraining",
     "split_sentences",
     "verify_pretraining_records",
     "wikitext_to_sentences",
 ]
+
+
+_MOVED_TO_RUNNERS = ("PretrainingConfig", "PretrainingResult", "run_pretraining")
+
+
+def __getattr__(name: str):
+    # Deprecated aliases, resolved lazily so that data creation never imports runners/.
+    if name in _MOVED_TO_RUNNERS:
+        import importlib
+        import warnings
+
+        warnings.warn(
+            f"keras_bert_zoo.pretraining.{name} moved to keras_bert_zoo.runners.pretraining."
+            f"{name}; the old name will be removed in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module("keras_bert_zoo.runners.pretraining"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

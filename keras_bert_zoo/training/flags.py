@@ -306,8 +306,8 @@ class TrainingOptions:
     default), except `output_dir` and `init_checkpoint`, which each runner declares
     beside its own input settings.
 
-    A runner's config (`tasks.finetuning.FinetuningConfig`,
-    `pretraining.run.PretrainingConfig`) subclasses it and redeclares only the defaults
+    A job's config (`runners.finetuning.FinetuningConfig`,
+    `runners.pretraining.PretrainingConfig`) subclasses it and redeclares only the defaults
     it changes; `setup`, `optimizer_config` and `trainer_kwargs` read such a config as
     they read parsed flags, and `flag_defaults(config)` gives `define_flags` the
     runner's defaults.

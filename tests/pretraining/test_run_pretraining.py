@@ -1,4 +1,4 @@
-"""The pretraining runner (`keras_bert_zoo.pretraining.run`) on a tiny model.
+"""The pretraining runner (`keras_bert_zoo.runners.pretraining`) on a tiny model.
 
 One phase-1 run (records made by our creator from the synthetic corpus, L=2, H=32,
 64 positions) is shared by the module; the other tests resume it, extend it to 128
@@ -17,7 +17,7 @@ import pytest
 from pretraining_synthetic import SYLLABLES, VOCAB, write_corpus
 
 from keras_bert_zoo.pretraining import CreationConfig, create_pretraining_data
-from keras_bert_zoo.pretraining.run import (
+from keras_bert_zoo.runners.pretraining import (
     PretrainingConfig,
     evaluate_pretraining,
     extend_position_embeddings,
@@ -318,14 +318,15 @@ def test_phase2_extends_the_position_table(phase1, data, tmp_path):
 
 def test_an_export_initializes_a_longer_model(phase1):
     from keras_bert_zoo.models import BertEncoder, BertPretrainer
-    from keras_bert_zoo.pretraining.run import checkpoint_source, copy_pretraining_weights
+    from keras_bert_zoo.runners.pretraining import copy_pretraining_weights
+    from keras_bert_zoo.runners.sources import resolve_weight_source
 
-    source = checkpoint_source(phase1.exports["google"])
+    source = resolve_weight_source(phase1.exports["google"])
     assert source.bert_config.max_position_embeddings == SEQ
     target = BertPretrainer(
         BertEncoder.from_bert_config(source.bert_config.replace(max_position_embeddings=150))
     )
-    copy_pretraining_weights(source.load(), target)
+    copy_pretraining_weights(source.load_pretraining_weights(), target)
     learned = phase1.model.encoder.embeddings.position_embeddings.numpy()
     table = target.encoder.embeddings.position_embeddings.numpy()
     np.testing.assert_array_equal(table, np.concatenate([learned, learned, learned[:22]]))
@@ -337,19 +338,20 @@ def test_an_export_initializes_a_longer_model(phase1):
         BertEncoder.from_bert_config(source.bert_config.replace(intermediate_size=48))
     )
     with pytest.raises(ValueError, match="intermediate|kernel"):
-        copy_pretraining_weights(source.load(), narrower)
+        copy_pretraining_weights(source.load_pretraining_weights(), narrower)
 
 
 def test_an_encoder_only_checkpoint_initializes_the_encoder(phase1, tmp_path):
     from keras_bert_zoo.checkpoints import save_pretrained
     from keras_bert_zoo.models import BertEncoder, BertPretrainer
-    from keras_bert_zoo.pretraining.run import checkpoint_source, copy_pretraining_weights
+    from keras_bert_zoo.runners.pretraining import copy_pretraining_weights
+    from keras_bert_zoo.runners.sources import resolve_weight_source
 
     directory = save_pretrained(phase1.model.encoder, tmp_path / "bert", format="huggingface")
-    source = checkpoint_source(directory)
+    source = resolve_weight_source(directory)
     target = BertPretrainer(BertEncoder.from_bert_config(source.bert_config))
     heads_before = [v.numpy().copy() for v in target.next_sentence_head.weights]
-    copy_pretraining_weights(source.load(), target)
+    copy_pretraining_weights(source.load_pretraining_weights(), target)
     for old, new in zip(phase1.model.encoder.weights, target.encoder.weights, strict=True):
         np.testing.assert_array_equal(old.numpy(), new.numpy(), err_msg=new.path)
     # No head in the checkpoint: the heads keep their fresh initialization.

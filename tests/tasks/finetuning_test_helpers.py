@@ -6,7 +6,7 @@ import keras
 
 from keras_bert_zoo.checkpoints import save_pretrained
 from keras_bert_zoo.models import BertEncoder
-from keras_bert_zoo.tasks.finetuning import FinetuningConfig
+from keras_bert_zoo.runners.finetuning import FinetuningConfig
 from keras_bert_zoo.text.vocab import write_vocab
 
 # One or two blocks learn a keyword in a few dozen steps; XLA stays off (its compile

@@ -1,4 +1,4 @@
-"""The fine-tuning runner (`keras_bert_zoo.tasks.finetuning`) end to end on SQuAD, CoNLL-2003
+"""The fine-tuning runner (`keras_bert_zoo.runners.finetuning`) end to end on SQuAD, CoNLL-2003
 NER, SWAG and `text_classification` (the main job's path, on gensim's real movie
 reviews), with tiny encoders; its flags; and its bad-input errors.
 
@@ -22,7 +22,7 @@ import sklearn.metrics
 from absl import flags
 
 from keras_bert_zoo import tasks
-from keras_bert_zoo.tasks import finetuning
+from keras_bert_zoo.runners import demo, finetuning
 from keras_bert_zoo.tasks.feature_extraction import demo_model_dir
 from keras_bert_zoo.text.vocab import load_vocab
 
@@ -80,11 +80,11 @@ def test_flags_have_run_classifier_defaults_and_every_training_flag():
     assert flag_values.task is None
     explicit = finetuning.explicit_flag_values(flag_values)
     assert explicit == {"num_train_epochs": 2.0, "task_options": {"heldout_seed": 7}}
-    demo = finetuning.demo_config(**explicit)
-    assert demo.task == "text_classification" and demo.num_train_epochs == 2.0
-    assert demo.task_options["heldout_seed"] == 7
-    assert demo.task_options["train_file"] == finetuning.DEMO_DATA_FILE
-    assert demo.init_checkpoint == demo_model_dir()
+    settings = demo.demo_config(**explicit)
+    assert settings.task == "text_classification" and settings.num_train_epochs == 2.0
+    assert settings.task_options["heldout_seed"] == 7
+    assert settings.task_options["train_file"] == demo.DEMO_DATA_FILE
+    assert settings.init_checkpoint == demo_model_dir()
 
 
 def test_eval_results_json_writes_nan_as_null(tmp_path):
@@ -317,8 +317,8 @@ def test_main_job_path_on_pang_lee_and_transformers_reads_the_export(
 
     output_dir = tmp_path / "demo"
     printed = io.StringIO()
-    demo = finetuning.run_demo(
-        finetuning.demo_config(
+    main_job = demo.run_demo(
+        demo.demo_config(
             init_checkpoint=minilm_vocab_checkpoint,
             output_dir=str(output_dir),
             num_train_epochs=3.0,
@@ -329,19 +329,19 @@ def test_main_job_path_on_pang_lee_and_transformers_reads_the_export(
         out=printed,
     )
     text = printed.getvalue()
-    result = demo.finetuning
+    result = main_job.finetuning
     # 150 training and 50 held-out sentences: 28 steps of 16 in 3 epochs, evaluated each.
-    assert demo.num_heldout == 50 and result.num_train_steps == 28
+    assert main_job.num_heldout == 50 and result.num_train_steps == 28
     assert [entry["step"] for entry in result.eval_history] == [9, 18, 27, 28]
-    assert f"held-out accuracy: {demo.accuracy:.3f} on 50 sentences" in text
+    assert f"held-out accuracy: {main_job.accuracy:.3f} on 50 sentences" in text
     assert "wall time:" in text
     # The printed answers come from the TF Serving export, loaded back: they agree with
     # the in-memory Keras model on the same raw sentences.
-    assert os.path.isfile(os.path.join(demo.exported.path, "saved_model.pb"))
-    assert demo.exported.path.startswith(str(output_dir / "serving" / "text_classification"))
-    assert len(demo.served_answers) == len(demo.answers) > 0
+    assert os.path.isfile(os.path.join(main_job.exported.path, "saved_model.pb"))
+    assert main_job.exported.path.startswith(str(output_dir / "serving" / "text_classification"))
+    assert len(main_job.served_answers) == len(main_job.answers) > 0
     for (sentence, label, probability), served in zip(
-        demo.answers, demo.served_answers, strict=True
+        main_job.answers, main_job.served_answers, strict=True
     ):
         assert label in ("neg", "pos") and 0.5 <= probability <= 1.0
         assert served["label"] == label
@@ -351,7 +351,7 @@ def test_main_job_path_on_pang_lee_and_transformers_reads_the_export(
     heldout = result.task.read("dev")
     records = _read_jsonl(output_dir / "predictions" / "predictions_dev.jsonl")
     assert [r["text"]["text"] for r in records] == [e.texts[0] for e in heldout]
-    assert demo.accuracy == pytest.approx(
+    assert main_job.accuracy == pytest.approx(
         sklearn.metrics.accuracy_score([e.label for e in heldout], [r["label"] for r in records])
     )
 
@@ -386,7 +386,7 @@ def test_main_job_path_on_pang_lee_and_transformers_reads_the_export(
             mode="eval",
             output_dir=str(output_dir),
             use_best_model=True,
-            data_dir=finetuning.gensim_test_data_dir(),
+            data_dir=demo.gensim_test_data_dir(),
         )
     )
     assert evaluated.step == best["step"]

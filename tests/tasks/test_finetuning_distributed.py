@@ -27,7 +27,7 @@ import textwrap
 import child_process
 import pytest
 
-from keras_bert_zoo.tasks import finetuning
+from keras_bert_zoo.runners import finetuning
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
@@ -208,7 +208,7 @@ MIRRORED_CHILD = textwrap.dedent(
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2
     )
-    from keras_bert_zoo.tasks import finetuning
+    from keras_bert_zoo.runners import finetuning
     from keras_bert_zoo.training import distribute
 
     print("REPLICAS", distribute.get_strategy("mirrored").num_replicas_in_sync)

@@ -1,4 +1,4 @@
-"""`--packed_sequences` through the fine-tuning runner (`tasks.finetuning.run_finetuning`,
+"""`--packed_sequences` through the fine-tuning runner (`runners.finetuning.run_finetuning`,
 what `tools/run_finetuning.py` calls).
 
 Reference: the same run with padded batches. On gensim's real movie-review sentences
@@ -23,7 +23,7 @@ import sys
 import numpy as np
 import pytest
 
-from keras_bert_zoo.tasks import finetuning
+from keras_bert_zoo.runners import demo, finetuning
 from keras_bert_zoo.tasks.feature_extraction import demo_model_dir
 from keras_bert_zoo.text.vocab import load_vocab
 
@@ -58,7 +58,7 @@ def test_packed_run_follows_the_padded_loss_trajectory(
     results = {}
     for packed_sequences in (False, True):
         results[packed_sequences] = finetuning.run_finetuning(
-            finetuning.demo_config(
+            demo.demo_config(
                 init_checkpoint=no_dropout_checkpoint,
                 output_dir=str(tmp_path / f"packed_{packed_sequences}"),
                 mode="train",

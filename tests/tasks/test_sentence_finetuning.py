@@ -1,5 +1,5 @@
 """Each GLUE task end to end on fixture files in the official layout, through the
-fine-tuning runner (`keras_bert_zoo.tasks.finetuning`, what `tools/run_finetuning.py`
+fine-tuning runner (`keras_bert_zoo.runners.finetuning`, what `tools/run_finetuning.py`
 runs): `train_and_eval` fine-tunes a tiny encoder (the loss falls), evaluates (every
 metric in `eval_results.json` equal to scikit-learn / scipy on the answers in the
 prediction file) and saves the model; a separate `predict` run loads the saved
@@ -20,7 +20,7 @@ import sklearn.metrics
 import tensorflow as tf
 
 from keras_bert_zoo import tasks
-from keras_bert_zoo.tasks import finetuning
+from keras_bert_zoo.runners import finetuning
 from keras_bert_zoo.tasks.sentence import GLUE_TASK_NAMES, SentenceAnswer
 from keras_bert_zoo.text import BertTokenizer
 

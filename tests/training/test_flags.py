@@ -2,8 +2,8 @@
 
 from absl import flags
 
-from keras_bert_zoo.pretraining import run as pretraining_run
-from keras_bert_zoo.tasks import finetuning
+from keras_bert_zoo.runners import finetuning
+from keras_bert_zoo.runners import pretraining as pretraining_run
 from keras_bert_zoo.training import flags as training_flags
 
 

@@ -1,0 +1,326 @@
+"""The run skeleton every training job goes through.
+
+```
+Runner(job).run():
+  job.check_inputs()            every input problem found before TensorFlow starts
+  setup_strategy()              strategy (first: MultiWorkerMirroredStrategy), seed, dtype policy
+  job.prepare(strategy)         data, tokenizer, initial weights
+  build_model(strategy)         job.build_model() in the strategy's scope
+  job.record_run(write=False)   a rerun must be the same run (the resume fingerprint)
+  job.count_train_steps()       the optimizer steps of the run
+  compile(model)                keras optimizer from the optimizer flags + job.compile_kwargs()
+  build_trainer(model)          training.Trainer from the loop flags
+  job.record_run(write=chief)
+  train(trainer)                Trainer.train with periodic evaluation (job.evaluate), the
+                                best export (job.export_best), eval_results.json after each
+  final_evaluation()            of job.final_model(); reused when the last periodic one
+                                evaluated the same model at the same step
+  job.export()                  the chief writes the exports
+```
+
+Model Garden's `OrbitExperimentRunner` is the model: each part is a method a job or a
+subclass can override; a new kind of job adds a `Job`, not a skeleton. The jobs are
+`runners.finetuning.FinetuningJob` and `runners.pretraining.PretrainingJob`.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+from keras_bert_zoo.runners import run_dir
+from keras_bert_zoo.training import distribute
+
+logger = logging.getLogger(__name__)
+
+
+# === The job: what one kind of run provides ===
+
+
+class Job(abc.ABC):
+    """One kind of training run, in the parts the `Runner` calls.
+
+    Attributes:
+        config: the run's settings, a `training.flags.TrainingOptions` subclass with
+            `output_dir` and `export_formats`.
+        output_dir: the absolute run directory.
+        num_train_steps: optimizer steps; `count_train_steps` sets it.
+        input_state: `Trainer.train`'s `input_state` (`"skip"`: a deterministic
+            pipeline rebuilt and skipped on resume; `"iterator"`: saved iterators).
+    """
+
+    input_state: ClassVar[str] = "skip"
+
+    def __init__(self, config):
+        if not config.output_dir:
+            raise ValueError("--output_dir is required")
+        self.config = dataclasses.replace(config, output_dir=os.path.abspath(config.output_dir))
+        self.output_dir = self.config.output_dir
+        self.num_train_steps: int | None = None
+
+    # --- Before anything is built or written ---
+
+    def check_inputs(self) -> None:
+        """Checks what needs no TensorFlow (runs before the strategy exists)."""
+        return None
+
+    @abc.abstractmethod
+    def prepare(self, strategy) -> None:
+        """Reads the data, makes the tokenizer and resolves the initial weights; raises
+        on any input problem."""
+
+    def count_train_steps(self) -> int:
+        """The run's optimizer steps (default: `config.num_train_steps`)."""
+        return int(self.config.num_train_steps)
+
+    # --- The model ---
+
+    @abc.abstractmethod
+    def build_model(self):
+        """The uncompiled model, built in the strategy's scope."""
+
+    def compile_kwargs(self) -> dict[str, Any]:
+        """`model.compile` arguments besides the optimizer (loss, metrics)."""
+        return {}
+
+    def initializer(self) -> str | Callable | None:
+        """`Trainer.train(init_checkpoint=...)`: the initial weights of a fresh start."""
+        return None
+
+    @abc.abstractmethod
+    def record_run(self, *, write: bool) -> None:
+        """Refuses an `output_dir` that holds another run; with `write`, records this
+        one (the resume fingerprint)."""
+
+    # --- Training ---
+
+    @abc.abstractmethod
+    def dataset_fn(self) -> Callable:
+        """`Trainer.train`'s `dataset_fn`."""
+
+    def log_plan(self) -> None:
+        """Logs what the run will do, once everything is checked."""
+        return None
+
+    # --- Evaluation ---
+
+    @property
+    def evaluates(self) -> bool:
+        return False
+
+    @property
+    def eval_every(self) -> int:
+        return int(self.config.eval_every or 0)
+
+    @property
+    def best_metric(self) -> str | None:
+        """The `trainer_metrics` key whose best value is exported (None: no best export)."""
+        return None
+
+    higher_is_better: ClassVar[bool] = True
+
+    def evaluate(self, model) -> Mapping[str, Any]:
+        """The evaluation results of `model` (JSON-able)."""
+        raise NotImplementedError
+
+    def trainer_metrics(self, results: Mapping[str, Any]) -> dict[str, float]:
+        """`results` as the flat `{metric: value}` the Trainer logs and ranks."""
+        return dict(results)
+
+    def eval_record(self, step, results, history, model_source: str) -> dict[str, Any]:
+        """The content of `eval_results.json`."""
+        return {"step": step, "results": results, "history": history}
+
+    def export_best(self) -> Callable | None:
+        """`Trainer.train(export_fn=...)` for the best model (None: the Trainer's)."""
+        return None
+
+    # --- The end ---
+
+    def final_model(self, model, step: int):
+        """`(model, step, source)` of the model this run reports and exports."""
+        return model, step, "final"
+
+    def export(self, model, step, eval_results) -> dict[str, str]:
+        """Writes the exports (the chief only); returns `{name: directory}`."""
+        return {}
+
+
+# === The skeleton ===
+
+
+def setup_strategy(config):
+    """`(strategy, is_chief)`: the strategy, seed and dtype policy of the training
+    flags in `config`. The chief alone writes the run directory (two writers would also
+    remove each other's in-flight temporaries); it clears what a killed run left."""
+    from keras_bert_zoo.training import flags as training_flags
+
+    strategy = training_flags.setup(config)
+    chief = distribute.is_chief(strategy)
+    if chief:
+        run_dir.remove_stale_temporaries(config.output_dir)
+    return strategy, chief
+
+
+@dataclasses.dataclass
+class RunResult:
+    """What `Runner.run` did.
+
+    Attributes:
+        model: the model of this run (`job.final_model`), its `step` and `model_source`.
+        trained_model: the model trained (the same as `model` unless the job picked
+            another, e.g. the best evaluated one).
+        num_train_steps: the run's optimizer steps.
+        training: the Trainer's `TrainingResult`.
+        eval_results: the evaluation of `model` (empty when the job does not evaluate).
+        eval_history: every evaluation of the run directory.
+        exports: `{name: directory}`.
+        training_seconds, seconds: wall time of training and of the whole run.
+    """
+
+    model: Any
+    trained_model: Any
+    step: int
+    model_source: str
+    num_train_steps: int
+    training: Any
+    eval_results: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    eval_history: list[dict] = dataclasses.field(default_factory=list)
+    exports: dict[str, str] = dataclasses.field(default_factory=dict)
+    training_seconds: float = 0.0
+    seconds: float = 0.0
+
+
+class Runner:
+    """Runs a `Job` through the skeleton (see the module docstring).
+
+    Args:
+        job: the `Job`.
+    """
+
+    def __init__(self, job: Job):
+        self.job = job
+        self.strategy = None
+        self.chief = True
+        self.trainer = None
+        self.history: run_dir.EvalHistory | None = None
+        self._last_evaluation: dict[str, Any] = {}
+
+    def run(self) -> RunResult:
+        start = time.time()
+        job = self.job
+        job.check_inputs()
+        self.setup_strategy()
+        job.prepare(self.strategy)
+        model = self.build_model()
+        job.record_run(write=False)
+        job.num_train_steps = job.count_train_steps()
+        self.compile(model)
+        self.trainer = self.build_trainer(model)
+        job.record_run(write=self.chief)
+        job.log_plan()
+        self.history = run_dir.EvalHistory(job.output_dir)
+
+        training_start = time.time()
+        training = self.train()
+        training_seconds = time.time() - training_start
+
+        final, step, source = job.final_model(model, training.step)
+        eval_results = self.final_evaluation(final, step, source, trained=final is model)
+        exports = job.export(final, step, eval_results) if self.chief else {}
+        return RunResult(
+            model=final,
+            trained_model=model,
+            step=step,
+            model_source=source,
+            num_train_steps=job.num_train_steps,
+            training=training,
+            eval_results=eval_results,
+            eval_history=self.history.so_far(),
+            exports=exports,
+            training_seconds=training_seconds,
+            seconds=time.time() - start,
+        )
+
+    # --- The parts ---
+
+    def setup_strategy(self):
+        self.strategy, self.chief = setup_strategy(self.job.config)
+        return self.strategy
+
+    def build_model(self):
+        with self.strategy.scope():
+            return self.job.build_model()
+
+    def compile(self, model) -> None:
+        from keras_bert_zoo.training import flags as training_flags
+        from keras_bert_zoo.training import optimization
+
+        config = self.job.config
+        with self.strategy.scope():
+            model.compile(
+                optimizer=optimization.create_optimizer(
+                    training_flags.optimizer_config(config), self.job.num_train_steps
+                ),
+                **self.job.compile_kwargs(),
+            )
+
+    def build_trainer(self, model):
+        from keras_bert_zoo.training import Trainer
+        from keras_bert_zoo.training import flags as training_flags
+
+        return Trainer(
+            model, strategy=self.strategy, **training_flags.trainer_kwargs(self.job.config)
+        )
+
+    def train(self):
+        job = self.job
+        return self.trainer.train(
+            job.dataset_fn(),
+            job.num_train_steps,
+            input_state=job.input_state,
+            eval_fn=self.evaluate_during_training if job.evaluates else None,
+            eval_every=job.eval_every if job.evaluates else 0,
+            best_metric=job.best_metric if job.evaluates else None,
+            higher_is_better=job.higher_is_better,
+            init_checkpoint=job.initializer(),
+            export_fn=job.export_best(),
+            global_batch_size=job.config.train_batch_size,
+        )
+
+    def evaluate_during_training(self, model) -> dict[str, float]:
+        """`Trainer.train`'s `eval_fn`: every worker evaluates, the chief writes
+        `eval_results.json` at every evaluation, so the history survives a kill and can
+        be watched."""
+        step = int(self.trainer.global_step.numpy())
+        results = self.job.evaluate(model)
+        self._last_evaluation = {"step": step, "results": results}
+        self.history.add(step, results)
+        self.write_eval_results(step, results, "training")
+        return self.job.trainer_metrics(results)
+
+    def final_evaluation(self, model, step, source: str, *, trained: bool):
+        """The evaluation of the model this run reports: the last periodic one when it
+        evaluated this model at this step, else a new one (a rerun of a finished run
+        trains no step, and its evaluation is still reported)."""
+        job = self.job
+        if not job.evaluates:
+            return {}
+        if trained and self._last_evaluation.get("step") == step:
+            results = self._last_evaluation["results"]
+        else:
+            results = job.evaluate(model)
+            if trained:
+                self.history.add(step, results)
+        self.write_eval_results(step, results, source)
+        return results
+
+    def write_eval_results(self, step, results, source: str) -> None:
+        if self.chief:
+            record = self.job.eval_record(step, results, self.history.so_far(), source)
+            run_dir.write_eval_results(self.job.output_dir, record)

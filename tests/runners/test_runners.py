@@ -1,0 +1,247 @@
+"""The run skeleton (`runners/runner.py`) and the weight-source resolver
+(`runners/sources.py`), on tiny models.
+
+Both jobs go through the same parts of one `Runner`, in the same order; every kind of
+`--init_checkpoint` resolves the same way for both jobs, including the `--output_dir`
+of a fine-tuning run (which `--mode=predict` refused before the two jobs shared the
+resolver) and of a pretraining run. References: the weights of the models written to
+disk, compared array by array.
+"""
+
+import os
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+from keras_bert_zoo.checkpoints import CheckpointError
+from keras_bert_zoo.pretraining import CreationConfig, create_pretraining_data
+from keras_bert_zoo.runners import finetuning, pretraining, sources
+from keras_bert_zoo.runners.runner import Runner
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tasks"))
+import finetuning_test_helpers as helpers  # noqa: E402
+
+GOOD = ["good", "great", "fun", "moving", "clever"]
+BAD = ["bad", "awful", "boring", "dull", "clumsy"]
+NEUTRAL = ["the", "film", "plot", "actor", "story", "was", "and", "a", "very", "."]
+VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(GOOD + BAD + NEUTRAL)
+
+# The parts of the skeleton, in the order a run with periodic evaluation calls them.
+PARTS = (
+    "setup_strategy",
+    "build_model",
+    "compile",
+    "build_trainer",
+    "train",
+    "evaluate_during_training",
+    "write_eval_results",
+    "final_evaluation",
+    "write_eval_results",
+)
+
+
+class RecordingRunner(Runner):
+    """A `Runner` that records which of its parts ran."""
+
+    def __init__(self, job):
+        super().__init__(job)
+        self.calls = []
+
+    def __getattribute__(self, name):
+        value = super().__getattribute__(name)
+        if name in PARTS and callable(value):
+            calls = super().__getattribute__("calls")
+
+            def recorded(*args, **kwargs):
+                calls.append(name)
+                return value(*args, **kwargs)
+
+            return recorded
+        return value
+
+
+def _sentence(rng, words):
+    return " ".join(rng.choice(NEUTRAL, 3).tolist() + rng.choice(words, 2).tolist())
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runners")
+    rng = np.random.default_rng(0)
+    data_dir = root / "reviews"
+    data_dir.mkdir()
+    for name, count in (("train.tsv", 32), ("dev.tsv", 12)):
+        rows = ["text\tlabel"]
+        for i in range(count):
+            positive = i % 2 == 0
+            rows.append(
+                f"{_sentence(rng, GOOD if positive else BAD)}\t{'pos' if positive else 'neg'}"
+            )
+        (data_dir / name).write_text("\n".join(rows) + "\n", encoding="utf-8")
+    corpus = root / "corpus.txt"
+    documents = ["\n".join(_sentence(rng, GOOD + BAD) for _ in range(4)) for _ in range(12)]
+    corpus.write_text("\n\n".join(documents) + "\n", encoding="utf-8")
+    checkpoint = helpers.write_tiny_checkpoint(root / "bert", VOCABULARY)
+    records = str(root / "heldout.tfrecord")
+    create_pretraining_data(
+        str(corpus),
+        records,
+        CreationConfig(
+            vocab_file=os.path.join(checkpoint, "vocab.txt"),
+            max_seq_length=32,
+            max_predictions_per_seq=5,
+            dupe_factor=1,
+        ),
+        num_workers=0,
+        progress_interval=1e9,
+    )
+    return {"root": root, "data_dir": str(data_dir), "corpus": str(corpus),
+            "checkpoint": checkpoint, "heldout": records}  # fmt: skip
+
+
+def _finetuning_config(files, output_dir, **overrides):
+    settings = dict(
+        task="text_classification",
+        data_dir=files["data_dir"],
+        init_checkpoint=files["checkpoint"],
+        output_dir=str(output_dir),
+        max_seq_length=16,
+        train_batch_size=8,
+        num_train_steps=6,
+        eval_every=3,
+        task_options={"train_file": "train.tsv", "eval_file": "dev.tsv"},
+        export_formats=("huggingface",),
+    )
+    settings.update(overrides)
+    return helpers.quick_config(**settings)
+
+
+def _pretraining_config(files, output_dir, **overrides):
+    settings = dict(
+        input_mode="dynamic_text",
+        input_file=files["corpus"],
+        eval_input_file=files["heldout"],
+        eval_steps=0,
+        init_checkpoint=files["checkpoint"],
+        output_dir=str(output_dir),
+        max_seq_length=32,
+        max_predictions_per_seq=5,
+        train_batch_size=8,
+        num_train_steps=6,
+        eval_every=3,
+        steps_per_loop=3,
+        shuffle_buffer=16,
+        export_formats=("google",),
+        progress="none",
+    )
+    settings.update(overrides)
+    return pretraining.PretrainingConfig(**settings)
+
+
+@pytest.fixture(scope="module")
+def finetuned_run(files):
+    runner = RecordingRunner(
+        finetuning.FinetuningJob(_finetuning_config(files, files["root"] / "ft"))
+    )
+    return runner, runner.run()
+
+
+@pytest.fixture(scope="module")
+def pretrained_run(files):
+    runner = RecordingRunner(
+        pretraining.PretrainingJob(_pretraining_config(files, files["root"] / "pt"))
+    )
+    return runner, runner.run()
+
+
+def test_both_jobs_run_through_the_same_parts_of_one_skeleton(finetuned_run, pretrained_run):
+    finetuning_calls = finetuned_run[0].calls
+    pretraining_calls = pretrained_run[0].calls
+    # Evaluations at steps 3 and 6; the final evaluation reuses the one at step 6.
+    expected = list(PARTS[:5]) + list(PARTS[5:7]) * 2 + list(PARTS[7:])
+    assert finetuning_calls == expected
+    assert pretraining_calls == expected
+    for _, result in (finetuned_run, pretrained_run):
+        assert result.step == 6 and result.num_train_steps == 6
+        assert [entry["step"] for entry in result.eval_history] == [3, 6]
+        assert result.eval_results == result.eval_history[-1]["results"]
+        assert result.exports and all(os.path.isdir(path) for path in result.exports.values())
+
+
+def _encoder_weights(model):
+    return [np.asarray(v.numpy()) for v in model.encoder.weights if "seed" not in v.path]
+
+
+def test_every_kind_of_init_checkpoint_resolves_for_both_jobs(files, finetuned_run, pretrained_run):
+    fine_tuning_dir = finetuned_run[0].job.output_dir
+    pretraining_dir = pretrained_run[0].job.output_dir
+    newest = sorted(os.listdir(os.path.join(pretraining_dir, "checkpoints")))[-1]
+    cases = {
+        files["checkpoint"]: sources.CHECKPOINT,
+        os.path.join(fine_tuning_dir, "finetuned"): sources.FINETUNED,
+        fine_tuning_dir: sources.FINETUNED,
+        os.path.join(fine_tuning_dir, "export_huggingface"): sources.CHECKPOINT,
+        pretraining_dir: sources.PRETRAINING_RUN,
+        os.path.join(pretraining_dir, "checkpoints", newest): sources.PRETRAINING_RUN,
+        os.path.join(pretraining_dir, "export_google"): sources.CHECKPOINT,
+        "bert_tiny_uncased": sources.PRESET,
+    }
+    for given, kind in cases.items():
+        source = sources.resolve_weight_source(given)
+        assert source.kind == kind, given
+        assert source.bert_config.hidden_size == (128 if kind == sources.PRESET else 32), given
+    assert sources.resolve_weight_source(fine_tuning_dir).path == os.path.join(
+        fine_tuning_dir, "finetuned"
+    )
+
+
+def test_a_finetuning_run_dir_predicts_and_initializes_pretraining(files, finetuned_run, tmp_path):
+    fine_tuning_dir = finetuned_run[0].job.output_dir
+    predicted = finetuning.run_finetuning(
+        _finetuning_config(
+            files,
+            tmp_path / "predict",
+            mode="predict",
+            task=None,
+            init_checkpoint=fine_tuning_dir,
+            task_options={"predict_file": "dev.tsv"},
+        )
+    )
+    assert predicted.model_source == os.path.join(fine_tuning_dir, "finetuned")
+    assert os.path.isfile(tmp_path / "predict" / "predictions" / "predictions.jsonl")
+
+    # The same directory initializes pretraining: the fine-tuned encoder, fresh heads.
+    trained_encoder = _encoder_weights(finetuned_run[1].model)
+    job = pretraining.PretrainingJob(
+        _pretraining_config(files, tmp_path / "pt", init_checkpoint=fine_tuning_dir)
+    )
+    job.check_inputs()
+    job.prepare(strategy=None)
+    model = job.build_model()
+    job.initializer()(model)
+    for before, after in zip(trained_encoder, _encoder_weights(model), strict=True):
+        np.testing.assert_array_equal(before, after)
+
+
+def test_what_fits_no_kind_is_one_error_listing_what_was_found(files, tmp_path):
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "notes.txt").write_text("x", encoding="utf-8")
+    message = (
+        r"--init_checkpoint=.*junk: none of a google-research/bert or Hugging Face .* "
+        r"found \['notes\.txt'\]"
+    )
+    with pytest.raises(CheckpointError, match=message):
+        finetuning.run_finetuning(
+            _finetuning_config(files, tmp_path / "a", init_checkpoint=str(junk))
+        )
+    with pytest.raises(CheckpointError, match=message):
+        pretraining.run_pretraining(
+            _pretraining_config(files, tmp_path / "b", init_checkpoint=str(junk))
+        )
+    with pytest.raises(FileNotFoundError, match="no such file or directory, and not a preset"):
+        sources.resolve_weight_source(str(tmp_path / "missing"))
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
