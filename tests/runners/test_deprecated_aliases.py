@@ -1,0 +1,38 @@
+"""The names users called before the runners moved keep working for one release, with a
+`DeprecationWarning` naming the new home (the README's API-changes table)."""
+
+import importlib
+
+import pytest
+
+ALIASES = [
+    ("keras_bert_zoo.tasks.finetuning", "run_finetuning", "keras_bert_zoo.runners.finetuning"),
+    ("keras_bert_zoo.tasks.finetuning", "FinetuningConfig", "keras_bert_zoo.runners.finetuning"),
+    ("keras_bert_zoo.tasks.finetuning", "define_flags", "keras_bert_zoo.runners.finetuning"),
+    ("keras_bert_zoo.tasks.finetuning", "run_demo", "keras_bert_zoo.runners.demo"),
+    ("keras_bert_zoo.tasks.finetuning", "demo_config", "keras_bert_zoo.runners.demo"),
+    ("keras_bert_zoo.pretraining.run", "run_pretraining", "keras_bert_zoo.runners.pretraining"),
+    ("keras_bert_zoo.pretraining.run", "PretrainingConfig", "keras_bert_zoo.runners.pretraining"),
+    ("keras_bert_zoo.pretraining", "run_pretraining", "keras_bert_zoo.runners.pretraining"),
+    ("keras_bert_zoo.pretraining", "PretrainingResult", "keras_bert_zoo.runners.pretraining"),
+]
+
+
+@pytest.mark.parametrize(("old_module", "name", "new_module"), ALIASES)
+def test_old_names_warn_and_are_the_new_objects(old_module, name, new_module):
+    old = importlib.import_module(old_module)
+    with pytest.warns(DeprecationWarning, match=f"{name} moved to {new_module}"):
+        value = getattr(old, name)
+    assert value is getattr(importlib.import_module(new_module), name)
+
+
+def test_renamed_and_unknown_names():
+    from keras_bert_zoo.pretraining import run
+    from keras_bert_zoo.runners import sources
+
+    with pytest.warns(DeprecationWarning, match="is_pretraining_run_dir"):
+        assert run.is_run_dir is sources.is_pretraining_run_dir
+    from keras_bert_zoo.tasks import finetuning
+
+    with pytest.raises(AttributeError, match="no_such_name"):
+        finetuning.no_such_name  # noqa: B018
