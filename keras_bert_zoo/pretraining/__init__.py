@@ -38,6 +38,7 @@ from keras_bert_zoo.pretraining.writer import (
     encode_pretraining_examples,
     verify_pretraining_records,
 )
+from keras_bert_zoo.utils.deprecation import moved_names
 
 __all__ = [
     "CorpusError",
@@ -58,20 +59,10 @@ __all__ = [
 ]
 
 
-_MOVED_TO_RUNNERS = ("PretrainingConfig", "PretrainingResult", "run_pretraining")
-
-
-def __getattr__(name: str):
-    # Deprecated aliases, resolved lazily so that data creation never imports runners/.
-    if name in _MOVED_TO_RUNNERS:
-        import importlib
-        import warnings
-
-        warnings.warn(
-            f"keras_bert_zoo.pretraining.{name} moved to keras_bert_zoo.runners.pretraining."
-            f"{name}; the old name will be removed in the next release",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(importlib.import_module("keras_bert_zoo.runners.pretraining"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Deprecated aliases of the pretraining job, which moved to runners/ (data creation
+# never imports that floor: the names resolve when asked for).
+__getattr__ = moved_names(
+    __name__,
+    ["keras_bert_zoo.runners.pretraining"],
+    only=("PretrainingConfig", "PretrainingResult", "run_pretraining"),
+)

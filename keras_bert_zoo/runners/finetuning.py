@@ -888,17 +888,9 @@ def run_finetuning(config: FinetuningConfig) -> FinetuningResult:
         result = FinetuningResult(
             config=config,
             task=job.task,
-            model=trained.model,
             tokenizer=job.tokenizer,
             preprocessor=job.preprocessor,
-            step=trained.step,
-            model_source=trained.model_source,
-            num_train_steps=trained.num_train_steps,
-            training=trained.training,
-            eval_results=dict(trained.eval_results),
-            eval_history=trained.eval_history,
-            exports=trained.exports,
-            training_seconds=trained.training_seconds,
+            **trained.fields_for(FinetuningResult),
         )
         if job.evaluates:
             result.eval_answers = (job.eval_sets, job.last_answers)

@@ -81,7 +81,7 @@ import numpy as np
 from keras_bert_zoo.runners import flags as job_flags
 from keras_bert_zoo.runners import run_dir, sources
 from keras_bert_zoo.runners.run_dir import EVAL_RESULTS_FILE, EXPORT_DIRS, EXPORT_FORMATS
-from keras_bert_zoo.runners.runner import Job, Runner
+from keras_bert_zoo.runners.runner import Job, Runner, RunResult
 from keras_bert_zoo.training.flags import TrainingOptions
 
 logger = logging.getLogger(__name__)
@@ -615,35 +615,23 @@ def export_pretrained(model, directory: str, export_format: str, vocab_file: str
 # === The run ===
 
 
-@dataclasses.dataclass
-class PretrainingResult:
-    """What `run_pretraining` did.
+@dataclasses.dataclass(kw_only=True)
+class PretrainingResult(RunResult):
+    """What `run_pretraining` did: the `RunResult` of the skeleton (the trained
+    `BertPretrainer` in `model`, `step`, `training`, `eval_results`: the last evaluation,
+    `eval_history`: every evaluation of the run directory, `exports`: `{layout:
+    directory}`, `seconds`), and what the job read.
 
     Attributes:
         config: the configuration run.
-        model: the trained `BertPretrainer`.
-        bert_config: its `BertConfig`.
+        bert_config: the model's `BertConfig`.
         max_seq_length, max_predictions_per_seq: the input's lengths.
-        step: the step reached.
-        training: the `Trainer`'s `TrainingResult`.
-        eval_results: the last evaluation (empty without `eval_input_file`).
-        eval_history: `[{"step": s, "results": {...}}]` of every evaluation of the run
-            directory (earlier runs' included).
-        exports: `{layout: directory}`.
-        seconds: wall time of the call.
     """
 
     config: PretrainingConfig
-    model: Any
     bert_config: Any
     max_seq_length: int
     max_predictions_per_seq: int
-    step: int
-    training: Any
-    eval_results: dict[str, float] = dataclasses.field(default_factory=dict)
-    eval_history: list[dict] = dataclasses.field(default_factory=list)
-    exports: dict[str, str] = dataclasses.field(default_factory=dict)
-    seconds: float = 0.0
 
 
 def _train_dataset_fn(config: PretrainingConfig, files, vocab_file, seq_length, predictions):
@@ -855,14 +843,8 @@ def run_pretraining(config: PretrainingConfig) -> PretrainingResult:
         raise
     return PretrainingResult(
         config=job.config,
-        model=run.model,
         bert_config=job.bert_config,
         max_seq_length=job.seq_length,
         max_predictions_per_seq=job.predictions,
-        step=run.step,
-        training=run.training,
-        eval_results=dict(run.eval_results),
-        eval_history=run.eval_history,
-        exports=run.exports,
-        seconds=run.seconds,
+        **run.fields_for(PretrainingResult),
     )

@@ -189,11 +189,17 @@ class RunResult:
     model_source: str
     num_train_steps: int
     training: Any
-    eval_results: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    eval_results: dict[str, Any] = dataclasses.field(default_factory=dict)
     eval_history: list[dict] = dataclasses.field(default_factory=list)
     exports: dict[str, str] = dataclasses.field(default_factory=dict)
     training_seconds: float = 0.0
     seconds: float = 0.0
+
+    def fields_for(self, result_class) -> dict[str, Any]:
+        """These values, for the fields that `result_class` (a job's result dataclass)
+        also declares."""
+        wanted = {field.name for field in dataclasses.fields(result_class)}
+        return {name: getattr(self, name) for name in wanted if hasattr(self, name)}
 
 
 class Runner:
