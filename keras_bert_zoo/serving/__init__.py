@@ -2,8 +2,9 @@
 
 * `export_saved_model` / `export_finetuned`: one SavedModel version per task model
   (`EXPORT_BASE/MODEL_NAME/VERSION/`) with `serving_default` (raw strings -> answers),
-  `serve_ids` (ids -> raw head outputs) and, for label or score answers,
-  `serve_examples` (TF Serving's Classify/Regress APIs); warmup records, the op
+  `serve_ids` (ids -> raw head outputs) and, for a task that declares a
+  `serving_api` (`tasks.base.Servable`), `serve_examples` (TF Serving's Classify/Regress
+  APIs); warmup records, the op
   manifest and the export description in `assets.extra/` (see `export.py`).
 * `EncoderServable`, `MaskedLMServable`: serve a pretrained `BertEncoder` /
   `BertPretrainer` the same way (see `servables.py`).

@@ -17,9 +17,17 @@ VERSION/
 ```
 
 Signatures (signatures.py): `serving_default` (raw strings -> answers), `serve_ids`
-(ids -> raw head outputs) and, for label or score answers, `serve_examples`
-(serialized `tf.Example` -> TF Serving's Classify/Regress API shape). Label names,
-sequence length, window stride, thresholds: every setting is a constant in the graph.
+(ids -> raw head outputs) and, for a task that declares a `serving_api`,
+`serve_examples` (serialized `tf.Example` -> TF Serving's Classify/Regress API shape).
+Label names, sequence length, window stride, thresholds: every setting is a constant
+in the graph.
+
+What the exporter reads of the task is the serving contract,
+`keras_bert_zoo.tasks.base.Servable`, and nothing else: `text_fields`,
+`make_preprocessor`, `serving_outputs`, `label_names` (export.json's "label_names", the
+Classify API's classes), `serving_api` (which `serve_examples`, if any; checked against
+the traced answers, an answer the API needs that is missing or mis-shaped fails the
+export with a `ValueError`) and `description(tokenizer)` (export.json's "task").
 
 Before the rename the exporter reloads the SavedModel from disk, replays every warmup
 record on it and compares the answers with the in-memory model's on the same inputs;
@@ -51,6 +59,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.serving import ops, signatures, warmup
+from keras_bert_zoo.tasks.base import PROBABILITIES_ANSWER, SCORE_ANSWER, Servable
 from keras_bert_zoo.utils.atomic import atomic_directory, write_json_atomically
 
 EXPORT_DESCRIPTION_FILE = "export.json"
@@ -211,17 +220,9 @@ def _numpy(outputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
     return {key: np.asarray(value) for key, value in outputs.items()}
 
 
-def _task_description(task, tokenizer) -> dict[str, Any]:
-    own = getattr(task, "description", None)
-    if callable(own):
-        return own(tokenizer)
-    from keras_bert_zoo.tasks.saving import task_description
-
-    return task_description(task, tokenizer)
-
-
 def _label_names(task) -> list[str] | None:
-    names = getattr(task, "label_names", None)
+    """`task.label_names` as export.json lists them (None for none)."""
+    names = task.label_names
     return list(names) if names else None
 
 
@@ -296,8 +297,9 @@ def export_saved_model(
     Args:
         export_base: the TF Serving base directory (`--model_base_path`'s parent).
         model_name: the model's directory under it (TF Serving's model name).
-        task: a `keras_bert_zoo.tasks.Task` (its `state()` already restored) or a
-            servable from `keras_bert_zoo.serving.servables`.
+        task: a `keras_bert_zoo.tasks.base.Servable`: a `keras_bert_zoo.tasks.Task`
+            (its `state()` already restored) or a servable from
+            `keras_bert_zoo.serving.servables`.
         model: the Keras model `task.build_model` made (trained).
         tokenizer: the `BertTokenizer` the model was trained with.
         preprocessor: the task's preprocessor; default `task.make_preprocessor(tokenizer)`.
@@ -313,9 +315,16 @@ def export_saved_model(
         `ExportedModel`.
 
     Raises:
+        TypeError: `task` is not a `Servable`.
+        ValueError: the task declares a `serving_api` its answers do not support.
         FileExistsError: the version exists and `overwrite` is false.
         ExportVerificationError: the reloaded export answers differently.
     """
+    if not isinstance(task, Servable):
+        raise TypeError(
+            f"export_saved_model serves a keras_bert_zoo.tasks.base.Servable (a Task, "
+            f"EncoderServable or MaskedLMServable), got {type(task).__name__}"
+        )
     model_dir = os.path.join(os.fspath(export_base), _check_name(model_name))
     if version is None:
         version = next_version(model_dir)
@@ -343,11 +352,14 @@ def export_saved_model(
         signatures.IDS_SIGNATURE: signatures.ids_signature(model),
     }
     default_outputs = functions[signatures.DEFAULT_SIGNATURE].get_concrete_function()
-    api = signatures.examples_api(default_outputs.structured_outputs, _label_names(task))
+    label_names = _label_names(task)
+    api = signatures.check_serving_api(
+        task.task_name, task.serving_api, default_outputs.structured_outputs, label_names
+    )
     method_names = {}
     if api is not None:
         functions[signatures.EXAMPLES_SIGNATURE] = signatures.examples_signature(
-            text_fields, answer, api, _label_names(task)
+            text_fields, answer, api, label_names
         )
         method_names[signatures.EXAMPLES_SIGNATURE] = (
             signatures.CLASSIFY_METHOD if api == "classify" else signatures.REGRESS_METHOD
@@ -387,23 +399,23 @@ def export_saved_model(
             warmup.example_log(model_name, signatures.EXAMPLES_SIGNATURE, api, warmup_inputs)
         )
         if api == "classify":
-            names = np.array([name.encode("utf-8") for name in _label_names(task)], object)
+            names = np.array([str(name).encode("utf-8") for name in label_names], object)
             expected.append(
                 {
                     "classes": np.tile(names, (len(text_feed[text_fields[0]]), 1)),
-                    "scores": expected_answers["probabilities"],
+                    "scores": expected_answers[PROBABILITIES_ANSWER],
                 }
             )
         else:
-            expected.append({"outputs": expected_answers["score"]})
+            expected.append({"outputs": expected_answers[SCORE_ANSWER]})
 
     description = {
         "format_version": FORMAT_VERSION,
         "model_name": model_name,
         "version": version,
         "text_fields": list(text_fields),
-        "task": _task_description(task, tokenizer),
-        "label_names": _label_names(task),
+        "task": task.description(tokenizer),
+        "label_names": label_names,
     }
 
     # === Write, verify, publish ===

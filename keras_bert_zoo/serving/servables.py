@@ -1,10 +1,12 @@
 """Servables that are not fine-tuning tasks: the bare encoder and the masked LM.
 
-The exporter takes anything with the serving half of the task contract
-(`keras_bert_zoo.tasks.base.Task`): `task_name`, `text_fields`, `max_seq_length`,
-`make_preprocessor(tokenizer)`, `serving_outputs(model, preprocessor)`, `state()`.
-Every registered task has it; these two give it to a pretrained `BertEncoder` and
-`BertPretrainer`, so they export through the same code.
+The exporter takes a `keras_bert_zoo.tasks.base.Servable`, the serving half of the
+task contract: `task_name`, `text_fields`, `max_seq_length`,
+`make_preprocessor(tokenizer)`, `serving_outputs(model, preprocessor)`, `state()`,
+`label_names`, `serving_api` and `description(tokenizer)`. Every registered task is
+one; these two make a pretrained `BertEncoder` and `BertPretrainer` one, so they
+export through the same code. Neither has classes or a TF Serving example API
+(`label_names` and `serving_api` keep their None defaults).
 
 Answers of `serving_default`:
 
@@ -31,8 +33,9 @@ import keras
 import tensorflow as tf
 
 from keras_bert_zoo.inputs import INPUT_MASK, INPUT_WORD_IDS
+from keras_bert_zoo.tasks.base import Servable
 from keras_bert_zoo.text.packer import BertPacker
-from keras_bert_zoo.text.preprocessing_layer import PreprocessingLayer
+from keras_bert_zoo.text.preprocessing_layer import TokenizingPreprocessor
 from keras_bert_zoo.text.preprocessor import BertPreprocessor
 
 MASK_TOKEN = "[MASK]"
@@ -52,7 +55,7 @@ def _segments(text_fields, texts) -> tuple[tf.Tensor, ...]:
     return tuple(tf.convert_to_tensor(texts[name]) for name in text_fields)
 
 
-class EncoderServable:
+class EncoderServable(Servable):
     """A pretrained `BertEncoder` served on raw text (see the module docstring).
 
     Args:
@@ -72,16 +75,7 @@ class EncoderServable:
         # real tokens, and a short request costs a short run.
         return BertPreprocessor(tokenizer, sequence_length=self.max_seq_length, pad_to="longest")
 
-    def state(self) -> dict[str, Any]:
-        return {}
-
-    def description(self, tokenizer) -> dict[str, Any]:
-        return {
-            "task_name": self.task_name,
-            "max_seq_length": self.max_seq_length,
-            "text_fields": list(self.text_fields),
-            "lowercase": bool(tokenizer.lowercase),
-        }
+    # `description`: `Servable`'s (name, length, text fields, casing).
 
     def serving_outputs(self, model, preprocessor):
         text_fields = self.text_fields
@@ -100,7 +94,7 @@ class EncoderServable:
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
-class MaskedTextPreprocessor(PreprocessingLayer):
+class MaskedTextPreprocessor(TokenizingPreprocessor):
     """Raw text with literal `[MASK]`s -> BERT inputs holding the mask token there.
 
     Each segment is split at the mask token's text, the parts are tokenized by the
@@ -133,11 +127,12 @@ class MaskedTextPreprocessor(PreprocessingLayer):
     """
 
     def __init__(self, tokenizer, sequence_length: int = 128, pad_to: str = "longest", **kwargs):
-        super().__init__(**kwargs)
-        if isinstance(tokenizer, dict):  # from a serialized config
-            tokenizer = keras.saving.deserialize_keras_object(tokenizer)
-        self.tokenizer = tokenizer
+        super().__init__(tokenizer, **kwargs)
         self.packer = BertPacker(sequence_length, pad_to=pad_to, dtype="int32")
+        # A tokenizer loaded from a .keras archive gets its vocabulary after this
+        # constructor; the special ids are then taken when the layer first runs.
+        if self.tokenizer.has_vocabulary:
+            self._take_special_ids()
 
     def _mask_id(self) -> int:
         mask_id = self.tokenizer.mask_token_id
@@ -167,10 +162,7 @@ class MaskedTextPreprocessor(PreprocessingLayer):
         for segment in segments:
             if segment.dtype != tf.string or segment.shape.rank != 1:
                 raise ValueError("MaskedTextPreprocessor takes [batch] string tensors")
-        tokenizer = self.tokenizer
-        self.packer.start_value = tokenizer.cls_token_id
-        self.packer.end_value = tokenizer.sep_token_id
-        self.packer.pad_value = tokenizer.pad_token_id or 0
+        self._take_special_ids()
         return self.packer([self._tokenize_with_masks(segment) for segment in segments])
 
     def compute_output_spec(self, inputs):
@@ -179,22 +171,12 @@ class MaskedTextPreprocessor(PreprocessingLayer):
     def get_config(self):
         config = super().get_config()
         config.update(
-            {
-                "tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
-                "sequence_length": self.packer.sequence_length,
-                "pad_to": self.packer.pad_to,
-            }
+            {"sequence_length": self.packer.sequence_length, "pad_to": self.packer.pad_to}
         )
         return config
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
-        return cls(**config)
 
-
-class MaskedLMServable:
+class MaskedLMServable(Servable):
     """A `BertPretrainer` served as a fill-in-the-blank model (see the module docstring).
 
     Args:
@@ -215,17 +197,8 @@ class MaskedLMServable:
     def make_preprocessor(self, tokenizer) -> MaskedTextPreprocessor:
         return MaskedTextPreprocessor(tokenizer, sequence_length=self.max_seq_length)
 
-    def state(self) -> dict[str, Any]:
-        return {}
-
     def description(self, tokenizer) -> dict[str, Any]:
-        return {
-            "task_name": self.task_name,
-            "max_seq_length": self.max_seq_length,
-            "top_k": self.top_k,
-            "text_fields": list(self.text_fields),
-            "lowercase": bool(tokenizer.lowercase),
-        }
+        return {**super().description(tokenizer), "top_k": self.top_k}
 
     def serving_outputs(self, model, preprocessor):
         text_fields = self.text_fields

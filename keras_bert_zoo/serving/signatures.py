@@ -7,11 +7,13 @@
   `input_type_ids`, int32, plus any other model input such as
   `masked_lm_positions`), the raw head outputs out: a model returning one tensor
   gives `logits`; a dict keeps its keys, a list under a key becomes `key_0`, `key_1`.
-* `serve_examples` (tasks whose answers are a label with probabilities, or a score):
-  one string tensor `inputs` of serialized `tf.Example`s, each holding every text field
-  as a bytes feature; out `classes` (string `[batch, num_labels]`, the label names)
-  and `scores` (float32 `[batch, num_labels]`) for the Classify API, or `outputs`
-  (float32 `[batch]`) for the Regress API. TF Serving's Classify/Regress APIs accept
+* `serve_examples` (tasks that declare a `serving_api`, `keras_bert_zoo.tasks.base.
+  Servable`; never guessed from the answers' keys): one string tensor `inputs` of
+  serialized `tf.Example`s, each holding every text field as a bytes feature; out
+  `classes` (string `[batch, num_labels]`, the label names) and `scores` (float32
+  `[batch, num_labels]`, the `probabilities` answer) for the Classify API, or `outputs`
+  (float32 `[batch]`, the `score` answer) for the Regress API. The declared API is
+  checked against the answers first (`check_serving_api`). TF Serving's Classify/Regress APIs accept
   only a SignatureDef whose `method_name` is `tensorflow/serving/classify` /
   `tensorflow/serving/regress`; `tf.saved_model.save` writes `tensorflow/serving/predict`
   for every signature, so the exporter rewrites that field in `saved_model.pb`
@@ -25,6 +27,13 @@ from typing import Any
 
 import tensorflow as tf
 
+from keras_bert_zoo.tasks.base import (
+    CLASSIFY_API,
+    PROBABILITIES_ANSWER,
+    REGRESS_API,
+    SCORE_ANSWER,
+    SERVING_API_ANSWERS,
+)
 from keras_bert_zoo.text.offsets import valid_utf8
 
 DEFAULT_SIGNATURE = "serving_default"
@@ -125,22 +134,52 @@ def ids_signature(model):
     return tf.function(serve_ids, input_signature=[specs[name] for name in names])
 
 
-def examples_api(outputs: Mapping[str, tf.TensorSpec], label_names) -> str | None:
-    """Which TF Serving example API the answers fit: `"classify"` (a `probabilities`
-    output `[batch, labels]` and the label names), `"regress"` (a `score` output
-    `[batch]`), or None."""
-    probabilities = outputs.get("probabilities")
-    if (
-        probabilities is not None
-        and label_names
-        and probabilities.shape.rank == 2
-        and probabilities.shape[1] in (None, len(label_names))
-    ):
-        return "classify"
-    score = outputs.get("score")
-    if score is not None and "label" not in outputs and score.shape.rank == 1:
-        return "regress"
-    return None
+def check_serving_api(
+    task_name: str,
+    api: str | None,
+    outputs: Mapping[str, Any],
+    label_names: Sequence[str] | None,
+) -> str | None:
+    """The TF Serving example API a task declares (`Servable.serving_api`), checked
+    against its traced `serving_default` answers (tensors or `TensorSpec`s by key).
+
+    `"classify"` needs label names and a floating `probabilities` answer
+    `[batch, len(label_names)]`; `"regress"` a floating `score` answer `[batch]`.
+    None (no `serve_examples`) when the task declares none, whatever its answers are.
+
+    Raises:
+        ValueError: naming the task and the missing or mis-shaped answer.
+    """
+    if api is None:
+        return None
+    if api not in SERVING_API_ANSWERS:
+        raise ValueError(
+            f"{task_name}: serving_api must be {CLASSIFY_API!r}, {REGRESS_API!r} or None, "
+            f"got {api!r}"
+        )
+    declared = f"{task_name} declares serving_api={api!r}"
+    if api == CLASSIFY_API and not label_names:
+        raise ValueError(f"{declared} but no label_names (the classes the Classify API returns)")
+    key = SERVING_API_ANSWERS[api]
+    answer = outputs.get(key)
+    if answer is None:
+        raise ValueError(
+            f"{declared}, which needs a {key!r} answer, but its serving_outputs answer "
+            f"only {sorted(outputs)}"
+        )
+    shape = answer.shape
+    if api == CLASSIFY_API:
+        expected = f"floating [batch, {len(label_names)}] (one per label name)"
+        fits = shape.rank == 2 and shape[1] in (None, len(label_names))
+    else:
+        expected = "floating [batch]"
+        fits = shape.rank == 1
+    if not (answer.dtype.is_floating and fits):
+        found = "unknown rank" if shape.rank is None else str(shape.as_list())
+        raise ValueError(
+            f"{declared}: its {key!r} answer is {answer.dtype.name} {found}, expected {expected}"
+        )
+    return api
 
 
 def examples_signature(
@@ -155,17 +194,17 @@ def examples_signature(
     """
     fields = tuple(text_fields)
     features = {field: tf.io.FixedLenFeature([], tf.string) for field in fields}
-    if api == "classify":
+    if api == CLASSIFY_API:
         names = tf.constant([str(name) for name in label_names], tf.string)
-    elif api != "regress":
-        raise ValueError(f"api must be 'classify' or 'regress', got {api!r}")
+    elif api != REGRESS_API:
+        raise ValueError(f"api must be {CLASSIFY_API!r} or {REGRESS_API!r}, got {api!r}")
 
     def serve_examples(inputs):
         parsed = tf.io.parse_example(inputs, features)
         outputs = answer(**{field: parsed[field] for field in fields})
-        if api == "regress":
-            return {"outputs": tf.cast(outputs["score"], tf.float32)}
-        scores = tf.cast(outputs["probabilities"], tf.float32)
+        if api == REGRESS_API:
+            return {"outputs": tf.cast(outputs[SCORE_ANSWER], tf.float32)}
+        scores = tf.cast(outputs[PROBABILITIES_ANSWER], tf.float32)
         classes = tf.tile(names[tf.newaxis, :], [tf.shape(scores)[0], 1])
         return {"classes": classes, "scores": scores}
 

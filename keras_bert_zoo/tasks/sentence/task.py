@@ -16,7 +16,14 @@ from typing import Any, ClassVar
 import numpy as np
 import tensorflow as tf
 
-from keras_bert_zoo.tasks.base import Task
+from keras_bert_zoo.tasks.base import (
+    CLASSIFY_API,
+    PROBABILITIES_ANSWER,
+    REGRESS_API,
+    SCORE_ANSWER,
+    ServingApi,
+    Task,
+)
 from keras_bert_zoo.tasks.sentence import metrics as metric_functions
 from keras_bert_zoo.utils.atomic import atomic_open
 
@@ -88,6 +95,9 @@ class SentenceTask(Task):
         metric_names: the official metrics, from `accuracy`, `f1`,
             `matthews_corrcoef`, `pearson`, `spearman`.
         positive_label: the class `f1` scores.
+
+    Served with TF Serving's Classify API (`serving_api` "classify": `probabilities`
+    over `label_names`), or its Regress API for a regression (`score`).
 
     Subclasses may override `submission_file_name(split)`.
     """
@@ -344,6 +354,12 @@ class SentenceTask(Task):
 
     # === Serving ===
 
+    @property
+    def serving_api(self) -> ServingApi:
+        """`"regress"` for a regression (answers: `score`), `"classify"` otherwise
+        (answers: `probabilities` over `label_names`)."""
+        return REGRESS_API if self.is_regression else CLASSIFY_API
+
     def serving_outputs(self, model, preprocessor):
         """`fn(**texts)`: raw string tensors `[batch]` named `text_fields` to
         `{"probabilities", "label_id", "label"}` (classification) or `{"score"}`."""
@@ -358,11 +374,11 @@ class SentenceTask(Task):
             inputs = preprocessor(segments if len(segments) > 1 else segments[0])
             logits = tf.cast(model(inputs, training=False), tf.float32)
             if label_names is None:
-                return {"score": logits[:, 0]}
+                return {SCORE_ANSWER: logits[:, 0]}
             probabilities = tf.nn.softmax(logits, axis=-1)
             label_id = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
             return {
-                "probabilities": probabilities,
+                PROBABILITIES_ANSWER: probabilities,
                 "label_id": label_id,
                 "label": tf.gather(label_names, label_id),
             }
