@@ -34,12 +34,15 @@ from collections.abc import Mapping
 
 from keras import ops
 
-from keras_bert_zoo.inputs import INPUT_MASK, INPUT_TYPE_IDS, INPUT_WORD_IDS
+from keras_bert_zoo.inputs import (
+    INPUT_MASK,
+    INPUT_TYPE_IDS,
+    INPUT_WORD_IDS,
+    MASKED_LM_POSITIONS,
+)
 from keras_bert_zoo.models.encoder import BertEncoder
 from keras_bert_zoo.models.head_outputs import SUPPORTED_MODELS, head_outputs
 from keras_bert_zoo.models.pretrainer import BertPretrainer
-
-MASKED_LM_POSITIONS = "masked_lm_positions"
 
 
 def supports(model) -> bool:

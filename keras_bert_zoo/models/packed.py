@@ -1,4 +1,4 @@
-"""Packed forward passes: a model's outputs for a packed batch (`keras_bert_zoo.data.packing`).
+"""Packed forward passes: a model's outputs for a packed batch (`models/packing.py`).
 
 A packed batch holds the real tokens of a padded batch's examples, several examples to a
 row. `packed_outputs(model, packed_x)` runs the model's own layers on it and returns
@@ -23,7 +23,7 @@ Example:
 
 ```python
 import numpy as np
-from keras_bert_zoo.data.packing import pack_batch
+from keras_bert_zoo.models.packing import pack_batch
 from keras_bert_zoo.models import BertClassifier, BertEncoder
 from keras_bert_zoo.models.packed import packed_outputs
 
@@ -43,15 +43,10 @@ from collections.abc import Mapping
 
 import tensorflow as tf
 
-from keras_bert_zoo.data.packing import (
-    FIRST_TOKEN_INDEX,
-    MASKED_LM_POSITIONS,
-    POSITION_IDS,
-    SEQUENCE_IDS,
-)
-from keras_bert_zoo.inputs import INPUT_TYPE_IDS, INPUT_WORD_IDS
+from keras_bert_zoo.inputs import INPUT_TYPE_IDS, INPUT_WORD_IDS, MASKED_LM_POSITIONS
 from keras_bert_zoo.models.classifier import BertClassifier
 from keras_bert_zoo.models.head_outputs import SUPPORTED_MODELS, head_outputs
+from keras_bert_zoo.models.packing import FIRST_TOKEN_INDEX, POSITION_IDS, SEQUENCE_IDS
 
 
 def block_diagonal_mask(sequence_ids):
@@ -110,7 +105,7 @@ def packed_outputs(model, packed_x: Mapping[str, tf.Tensor], training=None):
 
     Args:
         model: `BertClassifier` or `BertPretrainer`.
-        packed_x: a `keras_bert_zoo.data.packing.pack_batch` result.
+        packed_x: a `keras_bert_zoo.models.packing.pack_batch` result.
         training: bool. Dropout.
 
     Raises:

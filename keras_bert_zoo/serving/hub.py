@@ -51,7 +51,7 @@ import tempfile
 
 import tensorflow as tf
 
-from keras_bert_zoo.inputs import ENCODER_INPUT_NAMES
+from keras_bert_zoo.inputs import ENCODER_INPUT_NAMES, MASKED_LM_POSITIONS
 from keras_bert_zoo.serving import signatures
 from keras_bert_zoo.text.packer import BertPacker
 from keras_bert_zoo.text.preprocessor import BertPreprocessor
@@ -59,7 +59,6 @@ from keras_bert_zoo.utils.atomic import atomic_directory
 
 PREPROCESSOR_DIR = "preprocessor"
 ENCODER_DIR = "encoder"
-MASKED_LM_POSITIONS = "masked_lm_positions"
 
 
 def _auto_trackable():

@@ -27,8 +27,8 @@ One training step, in each replica (`strategy.run`):
    grows or shrinks exactly as Keras' would. On one device XLA compiles steps 1-4.
 
 `steps_per_loop` steps run in one `tf.function` (a `tf.while_loop`), then the host logs
-progress (steps/s, sequences/s, ETA, loss), writes TensorBoard summaries, checkpoints,
-evaluates and exports the best model.
+progress (steps/s, sequences/s, ETA, loss), writes TensorBoard summaries, evaluates and
+exports the best model, and checkpoints (in that order).
 
 Exact resume: a checkpoint (see `checkpointing.py`) holds every model variable with
 the dropout seed generators' states, every optimizer variable (step, slots, so the
@@ -136,6 +136,65 @@ class TrainingResult:
     eval_history: list[tuple[int, dict]]
     best_step: int | None = None
     best_value: float | None = None
+
+
+@dataclasses.dataclass
+class _Run:
+    """The state one `Trainer.train` call carries from loop to loop."""
+
+    num_steps: int
+    input_state: str
+    batch_size: int | None
+    manager: CheckpointManager
+    restored_step: int | None
+    eval_fn: Callable[[keras.Model], Mapping[str, float]] | None
+    eval_every: int
+    best_metric: str | None
+    higher_is_better: bool
+    export_fn: Callable[[keras.Model, str], Any]
+    best_step: int | None
+    best_value: float | None
+    callbacks: keras.callbacks.CallbackList
+    writer: Any  # tf.summary writers (a no-op one off the chief)
+    eval_writer: Any
+    step: int
+    progress_bar: keras.utils.Progbar | None = None
+    start_step: int = 0
+    run_start: float = 0.0
+    losses: list[np.ndarray] = dataclasses.field(default_factory=list)
+    norms: list[np.ndarray] = dataclasses.field(default_factory=list)
+    rates: list[np.ndarray] = dataclasses.field(default_factory=list)
+    history: list[dict] = dataclasses.field(default_factory=list)
+    eval_history: list[tuple[int, dict]] = dataclasses.field(default_factory=list)
+
+    def result(self) -> TrainingResult:
+        def concat(chunks):
+            return np.concatenate(chunks) if chunks else np.zeros((0,), np.float32)
+
+        return TrainingResult(
+            step=self.step,
+            restored_step=self.restored_step,
+            losses=concat(self.losses),
+            learning_rates=concat(self.rates),
+            gradient_norms=concat(self.norms),
+            history=self.history,
+            eval_history=self.eval_history,
+            best_step=self.best_step,
+            best_value=self.best_value,
+        )
+
+
+def _check_train_arguments(num_steps, input_state, eval_fn, best_metric):
+    if input_state not in INPUT_STATES:
+        raise ValueError(f"input_state must be one of {INPUT_STATES}, got {input_state!r}")
+    if best_metric is not None and eval_fn is None:
+        raise ValueError("best_metric needs an eval_fn")
+    if num_steps < 1:
+        raise ValueError(f"num_steps must be >= 1, got {num_steps}")
+
+
+def _save_model_keras(model, directory):
+    save_inference_model(model, os.path.join(directory, "model.keras"))
 
 
 def default_loss_fn(model, x, y, sample_weight):
@@ -523,12 +582,42 @@ class Trainer:
             dataset = dataset.skip(skip_batches)
         return dataset, iter(dataset)
 
+    def _probe_input(self, dataset_fn):
+        """`(dataset_fn, element_spec)`: the spec of a first pipeline (built, then dropped),
+        and the `dataset_fn` the loop reads (its batches packed with `packed_sequences`)."""
+        probe_dataset = dataset_fn(distribute.input_context(self.strategy))
+        if not isinstance(probe_dataset, tf.data.Dataset):
+            raise TypeError(
+                f"dataset_fn must return a tf.data.Dataset, got {type(probe_dataset).__name__}"
+            )
+        element_spec = probe_dataset.element_spec
+        del probe_dataset
+        if self.packed_sequences:
+            # The model is built (and the batch size read) from the padded batches.
+            dataset_fn = packing.packed_dataset_fn(
+                dataset_fn,
+                row_bucket=self.packing_row_bucket,
+                micro_batches=self.gradient_accumulation_steps,
+            )
+        return dataset_fn, element_spec
+
+    def _global_batch_size(self, element_spec, global_batch_size: int | None) -> int | None:
+        batch_size = global_batch_size or self._batch_size(element_spec)
+        if batch_size is not None:
+            per_replica = batch_size // self.num_replicas
+            if per_replica % self.gradient_accumulation_steps:
+                raise ValueError(
+                    f"The per-replica batch ({per_replica}) is not divisible by "
+                    f"gradient_accumulation_steps={self.gradient_accumulation_steps}"
+                )
+        return batch_size
+
     def _batch_size(self, element_spec) -> int | None:
         x, _, _ = keras.utils.unpack_x_y_sample_weight(element_spec)
         batch = _first_leaf(x).shape[0]
         return None if batch is None else int(batch) * self.num_replicas
 
-    # === Checkpoints, evaluation, export ===
+    # === Restore, initialize, checkpoint ===
 
     def _checkpoint_manager(self) -> CheckpointManager:
         return CheckpointManager(
@@ -542,6 +631,100 @@ class Trainer:
             num_workers=self.num_workers,
             barrier=self._barrier,
         )
+
+    def _restore(self, manager: CheckpointManager, dataset_fn, input_state: str) -> int | None:
+        """The step restored from `model_dir`, the same on every worker, or None."""
+        if input_state == "iterator":
+            # The iterator must exist before the restore fills it.
+            _, self._iterator = self._make_iterator(dataset_fn, 0)
+            metadata = manager.restore(iterator=self._iterator)
+        else:
+            metadata = manager.restore()
+        restored_step = None if metadata is None else int(self.global_step.numpy())
+        found = -1 if restored_step is None else restored_step
+        agreed = self._agree_on_step(found)
+        if agreed == found:
+            return restored_step
+        if agreed < 0:
+            raise RuntimeError(
+                "Workers disagree on the checkpoint to resume from: another worker found "
+                "none it could read. Remove the unreadable checkpoints and rerun"
+            )
+        manager.restore(iterator=self._iterator if input_state == "iterator" else None, step=agreed)
+        return agreed
+
+    def _initialize(self, init_checkpoint):
+        with self.strategy.scope():
+            if callable(init_checkpoint):
+                init_checkpoint(self.model)
+                return
+            from keras_bert_zoo.checkpoints import load_weights
+
+            report = load_weights(self.model, init_checkpoint)
+            logger.info("Initialized from %s: %s", init_checkpoint, report)
+
+    def _checkpoints_at(self, run: _Run) -> bool:
+        return run.step == run.num_steps or bool(
+            self.checkpoint_every and run.step % self.checkpoint_every == 0
+        )
+
+    def _save_checkpoint(self, run: _Run):
+        run.manager.save(
+            run.step,
+            iterator=self._iterator if run.input_state == "iterator" else None,
+            extra_metadata={
+                "input_mode": run.input_state,
+                "gradient_accumulation_steps": self.gradient_accumulation_steps,
+                "num_replicas": self.num_replicas,
+            },
+        )
+
+    # === Evaluation, the best export ===
+
+    def _evaluates_at(self, run: _Run) -> bool:
+        return run.eval_fn is not None and (
+            run.step == run.num_steps or bool(run.eval_every and run.step % run.eval_every == 0)
+        )
+
+    def _evaluate(self, run: _Run):
+        """Evaluates at `run.step` (on every worker; the chief writes) and exports a new best."""
+        metrics = {k: float(v) for k, v in dict(run.eval_fn(self.model)).items()}
+        run.eval_history.append((run.step, metrics))
+        logger.info(
+            "eval at step %d: %s",
+            run.step,
+            ", ".join(f"{k} {v:.6g}" for k, v in sorted(metrics.items())),
+        )
+        with run.eval_writer.as_default():
+            for name, value in metrics.items():
+                _write_scalar(name, value, run.step)
+        if run.best_metric is None:
+            return
+        if run.best_metric not in metrics:
+            raise KeyError(
+                f"best_metric {run.best_metric!r} is not among the evaluation's "
+                f"metrics {sorted(metrics)}"
+            )
+        value = metrics[run.best_metric]
+        better = run.best_value is None or (
+            value > run.best_value if run.higher_is_better else value < run.best_value
+        )
+        if better:
+            run.best_step, run.best_value = run.step, value
+            self._export_best(run.export_fn, run.step, run.best_metric, value, metrics)
+
+    def _previous_best(self, best_metric: str | None) -> tuple[int | None, float | None]:
+        """The best evaluation an earlier run exported to `best/`, if it ranks by `best_metric`."""
+        best_step, best_value, saved_metric = self._read_best()
+        if best_metric is not None and saved_metric not in (None, best_metric):
+            logger.warning(
+                "%s/best holds the best %s; this run ranks by %s and will replace it",
+                self.model_dir,
+                saved_metric,
+                best_metric,
+            )
+            return None, None
+        return best_step, best_value
 
     def _read_best(self) -> tuple[int | None, float | None, str | None]:
         path = os.path.join(self.model_dir, "best", "metrics.json")
@@ -622,205 +805,96 @@ class Trainer:
         Raises:
             NonFiniteLossError: a NaN or Inf loss; the message names the step.
         """
-        if input_state not in INPUT_STATES:
-            raise ValueError(f"input_state must be one of {INPUT_STATES}, got {input_state!r}")
-        if best_metric is not None and eval_fn is None:
-            raise ValueError("best_metric needs an eval_fn")
-        if num_steps < 1:
-            raise ValueError(f"num_steps must be >= 1, got {num_steps}")
-
-        # Build everything from a first pipeline's element spec, then restore.
-        probe_dataset = dataset_fn(distribute.input_context(self.strategy))
-        if not isinstance(probe_dataset, tf.data.Dataset):
-            raise TypeError(
-                f"dataset_fn must return a tf.data.Dataset, got {type(probe_dataset).__name__}"
-            )
-        element_spec = probe_dataset.element_spec
-        del probe_dataset
-        if self.packed_sequences:
-            # The model is built (and the batch size read) from the padded batches.
-            dataset_fn = packing.packed_dataset_fn(
-                dataset_fn,
-                row_bucket=self.packing_row_bucket,
-                micro_batches=self.gradient_accumulation_steps,
-            )
+        _check_train_arguments(num_steps, input_state, eval_fn, best_metric)
+        # A restore fills existing variables (metrics, optimizer slots): build them first,
+        # from a first pipeline's element spec.
+        dataset_fn, element_spec = self._probe_input(dataset_fn)
         self._build_model(element_spec)
-        batch_size = global_batch_size or self._batch_size(element_spec)
-        if batch_size is not None:
-            per_replica = batch_size // self.num_replicas
-            if per_replica % self.gradient_accumulation_steps:
-                raise ValueError(
-                    f"The per-replica batch ({per_replica}) is not divisible by "
-                    f"gradient_accumulation_steps={self.gradient_accumulation_steps}"
-                )
-
+        batch_size = self._global_batch_size(element_spec, global_batch_size)
         manager = self._checkpoint_manager()
-        restored_step = None
-        if input_state == "iterator":
-            # The iterator must exist before the restore fills it.
-            _, self._iterator = self._make_iterator(dataset_fn, 0)
-            metadata = manager.restore(iterator=self._iterator)
-        else:
-            metadata = manager.restore()
-        if metadata is not None:
-            restored_step = int(self.global_step.numpy())
-        agreed = self._agree_on_step(-1 if restored_step is None else restored_step)
-        if agreed != (-1 if restored_step is None else restored_step):
-            if agreed < 0:
-                raise RuntimeError(
-                    "Workers disagree on the checkpoint to resume from: another worker found "
-                    "none it could read. Remove the unreadable checkpoints and rerun"
-                )
-            manager.restore(
-                iterator=self._iterator if input_state == "iterator" else None, step=agreed
-            )
-            restored_step = agreed
+        restored_step = self._restore(manager, dataset_fn, input_state)
         if restored_step is None:
             if init_checkpoint is not None:
                 self._initialize(init_checkpoint)
         else:
             logger.info("Resuming at step %d of %d", restored_step, num_steps)
         if input_state == "skip":
-            start = restored_step or 0
-            _, self._iterator = self._make_iterator(dataset_fn, start * self.local_replicas)
-
-        best_step, best_value, saved_metric = self._read_best()
-        if best_metric is not None and saved_metric not in (None, best_metric):
-            logger.warning(
-                "%s/best holds the best %s; this run ranks by %s and will replace it",
-                self.model_dir,
-                saved_metric,
-                best_metric,
-            )
-            best_step, best_value = None, None
+            # Only now: the pipeline skips the batches that the restored steps consumed.
+            skip_batches = (restored_step or 0) * self.local_replicas
+            _, self._iterator = self._make_iterator(dataset_fn, skip_batches)
+        best_step, best_value = self._previous_best(best_metric)
 
         self._train_loop = self._make_train_loop()
-        callback_list = keras.callbacks.CallbackList(list(callbacks), model=self.model)
-        writer = (
-            tf.summary.create_file_writer(os.path.join(self.model_dir, "train"))
-            if self.is_chief
-            else tf.summary.create_noop_writer()
+        run = _Run(
+            num_steps=num_steps,
+            input_state=input_state,
+            batch_size=batch_size,
+            manager=manager,
+            restored_step=restored_step,
+            eval_fn=eval_fn,
+            eval_every=eval_every,
+            best_metric=best_metric,
+            higher_is_better=higher_is_better,
+            export_fn=export_fn or _save_model_keras,
+            best_step=best_step,
+            best_value=best_value,
+            callbacks=keras.callbacks.CallbackList(list(callbacks), model=self.model),
+            writer=self._summary_writer("train", self.is_chief),
+            eval_writer=self._summary_writer("eval", self.is_chief and eval_fn is not None),
+            step=int(self.global_step.numpy()),
         )
-        eval_writer = (
-            tf.summary.create_file_writer(os.path.join(self.model_dir, "eval"))
-            if self.is_chief and eval_fn is not None
-            else tf.summary.create_noop_writer()
-        )
-        step = int(self.global_step.numpy())
-        progress_bar = None
-        if self.progress == "bar" and self.is_chief and step < num_steps:
-            # Counts this run's steps (its time per step and ETA would be wrong from a
-            # resumed step); every value shown is already its loop's mean: no averaging.
-            progress_bar = keras.utils.Progbar(num_steps - step, stateless_metrics=())
-
-        export_fn = export_fn or (
-            lambda model, directory: save_inference_model(
-                model, os.path.join(directory, "model.keras")
-            )
-        )
-        all_losses, all_norms, all_rates = [], [], []
-        history, eval_history = [], []
-        callback_list.on_train_begin()
+        run.progress_bar = self._progress_bar(run.step, num_steps)
+        run.callbacks.on_train_begin()
+        # The replica step all-reduces the gradients itself; the optimizer must not sum
+        # them again.
         self.optimizer._all_reduce_sum_gradients = _already_reduced  # noqa: SLF001
-        start_step, run_start = step, time.time()
+        run.start_step, run.run_start = run.step, time.time()
         try:
-            while step < num_steps:
-                loop_steps = min(self.steps_per_loop, num_steps - step)
-                for every in (self.checkpoint_every, eval_every if eval_fn else 0):
-                    if every:
-                        loop_steps = min(loop_steps, every - step % every)
-                loop_start = time.time()
-                losses, norms, rates = self._train_loop(tf.constant(loop_steps, tf.int32))
-                losses, norms, rates = losses.numpy(), norms.numpy(), rates.numpy()
-                seconds = time.time() - loop_start
-                self._check_finite(step, losses, norms, manager)
-                step += loop_steps
-                all_losses.append(losses)
-                all_norms.append(norms)
-                all_rates.append(rates)
-                logs = self._loop_logs(step, losses, norms, rates, seconds, batch_size)
-                history.append(logs)
-                self._report(step, num_steps, logs, run_start, start_step, progress_bar)
-                with writer.as_default():
-                    for name, value in logs.items():
-                        if name != "step":
-                            _write_scalar(name, value, step)
-                callback_list.on_train_batch_end(step, logs)
-
+            while run.step < num_steps:
+                logs = self._run_loop(run)
+                self._publish_logs(run, logs)
                 # The evaluation (and best export) of a step comes before its checkpoint:
                 # a run killed between the two resumes from the checkpoint before and
                 # evaluates this step again, instead of resuming past an evaluation that
                 # never finished (it was missing from the history, and from the choice
                 # of best/).
-                if eval_fn is not None and (
-                    step == num_steps or (eval_every and step % eval_every == 0)
-                ):
-                    metrics = {k: float(v) for k, v in dict(eval_fn(self.model)).items()}
-                    eval_history.append((step, metrics))
-                    logger.info(
-                        "eval at step %d: %s",
-                        step,
-                        ", ".join(f"{k} {v:.6g}" for k, v in sorted(metrics.items())),
-                    )
-                    with eval_writer.as_default():
-                        for name, value in metrics.items():
-                            _write_scalar(name, value, step)
-                    if best_metric is not None:
-                        if best_metric not in metrics:
-                            raise KeyError(
-                                f"best_metric {best_metric!r} is not among the evaluation's "
-                                f"metrics {sorted(metrics)}"
-                            )
-                        value = metrics[best_metric]
-                        better = best_value is None or (
-                            value > best_value if higher_is_better else value < best_value
-                        )
-                        if better:
-                            best_step, best_value = step, value
-                            self._export_best(export_fn, step, best_metric, value, metrics)
-                if step == num_steps or (
-                    self.checkpoint_every and step % self.checkpoint_every == 0
-                ):
-                    manager.save(
-                        step,
-                        iterator=self._iterator if input_state == "iterator" else None,
-                        extra_metadata={
-                            "input_mode": input_state,
-                            "gradient_accumulation_steps": self.gradient_accumulation_steps,
-                            "num_replicas": self.num_replicas,
-                        },
-                    )
-                writer.flush()
+                if self._evaluates_at(run):
+                    self._evaluate(run)
+                if self._checkpoints_at(run):
+                    self._save_checkpoint(run)
+                run.writer.flush()
         finally:
             del self.optimizer._all_reduce_sum_gradients  # noqa: SLF001
-            writer.flush()
-            eval_writer.flush()
-        callback_list.on_train_end(history[-1] if history else None)
+            run.writer.flush()
+            run.eval_writer.flush()
+        run.callbacks.on_train_end(run.history[-1] if run.history else None)
+        return run.result()
 
-        def concat(chunks):
-            return np.concatenate(chunks) if chunks else np.zeros((0,), np.float32)
+    # === One loop of steps: run, check, log ===
 
-        return TrainingResult(
-            step=step,
-            restored_step=restored_step,
-            losses=concat(all_losses),
-            learning_rates=concat(all_rates),
-            gradient_norms=concat(all_norms),
-            history=history,
-            eval_history=eval_history,
-            best_step=best_step,
-            best_value=best_value,
-        )
+    def _loop_steps(self, run: _Run) -> int:
+        # A loop stops at the next checkpoint or evaluation: both happen between loops.
+        loop_steps = min(self.steps_per_loop, run.num_steps - run.step)
+        for every in (self.checkpoint_every, run.eval_every if run.eval_fn else 0):
+            if every:
+                loop_steps = min(loop_steps, every - run.step % every)
+        return loop_steps
 
-    def _initialize(self, init_checkpoint):
-        with self.strategy.scope():
-            if callable(init_checkpoint):
-                init_checkpoint(self.model)
-                return
-            from keras_bert_zoo.checkpoints import load_weights
-
-            report = load_weights(self.model, init_checkpoint)
-            logger.info("Initialized from %s: %s", init_checkpoint, report)
+    def _run_loop(self, run: _Run) -> dict:
+        """Runs one loop of steps and records it in `run`; returns its logs."""
+        loop_steps = self._loop_steps(run)
+        loop_start = time.time()
+        losses, norms, rates = self._train_loop(tf.constant(loop_steps, tf.int32))
+        losses, norms, rates = losses.numpy(), norms.numpy(), rates.numpy()
+        seconds = time.time() - loop_start
+        self._check_finite(run.step, losses, norms, run.manager)
+        run.step += loop_steps
+        run.losses.append(losses)
+        run.norms.append(norms)
+        run.rates.append(rates)
+        logs = self._loop_logs(run.step, losses, norms, rates, seconds, run.batch_size)
+        run.history.append(logs)
+        return logs
 
     def _check_finite(self, step, losses, norms, manager):
         bad = ~np.isfinite(losses)
@@ -866,17 +940,38 @@ class Trainer:
         self.model.reset_metrics()
         return logs
 
-    def _report(self, step, num_steps, logs, run_start, start_step, progress_bar):
+    def _publish_logs(self, run: _Run, logs: dict):
+        self._report(run, logs)
+        with run.writer.as_default():
+            for name, value in logs.items():
+                if name != "step":
+                    _write_scalar(name, value, run.step)
+        run.callbacks.on_train_batch_end(run.step, logs)
+
+    def _report(self, run: _Run, logs: dict):
         if not self.is_chief or self.progress == "none":
             return
-        done = step - start_step
-        elapsed = time.time() - run_start
+        step, num_steps = run.step, run.num_steps
+        done = step - run.start_step
+        elapsed = time.time() - run.run_start
         eta = elapsed / done * (num_steps - step) if done else float("inf")
-        if progress_bar is not None:
+        if run.progress_bar is not None:
             values = [("step", step), *((k, v) for k, v in logs.items() if k != "step")]
-            progress_bar.update(done, values=values, finalize=step >= num_steps)
+            run.progress_bar.update(done, values=values, finalize=step >= num_steps)
             return
         parts = [f"step {step}/{num_steps}"]
         parts += [f"{k} {v:.4g}" for k, v in logs.items() if k != "step"]
         parts.append(f"ETA {_format_eta(eta)}")
         logger.info("  ".join(parts))
+
+    def _summary_writer(self, name: str, active: bool):
+        if active:
+            return tf.summary.create_file_writer(os.path.join(self.model_dir, name))
+        return tf.summary.create_noop_writer()
+
+    def _progress_bar(self, step: int, num_steps: int) -> keras.utils.Progbar | None:
+        if self.progress != "bar" or not self.is_chief or step >= num_steps:
+            return None
+        # Counts this run's steps (its time per step and ETA would be wrong from a
+        # resumed step); every value shown is already its loop's mean: no averaging.
+        return keras.utils.Progbar(num_steps - step, stateless_metrics=())

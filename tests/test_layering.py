@@ -1,0 +1,308 @@
+"""The package's floors, read from the source: which parts of `keras_bert_zoo` import which.
+
+Every module under `keras_bert_zoo/` is parsed (never imported: no TensorFlow, a second
+to run) and every import in it counts, wherever it is: module level, inside a function
+(the lazy imports that keep tools fast are still knowledge of the module imported), and
+`importlib.import_module("keras_bert_zoo....")` with a literal name, and the modules a
+deprecated alias forwards to (`utils.deprecation.moved_names(__name__, [...])`).
+
+The rules (README.md, "Architecture"):
+
+- `layers/` and `models/` know nothing of files, flags or tf.data: they import only the
+  floors below them (`inputs.py`, `config.py` for `models/`, `layers/`), never `data/`,
+  `checkpoints/`, `utils/`, `text/`, the loops or the package root, and not absl.
+- `data/` and `pretraining/` (the input pipelines) are below the loops: no `training/`,
+  `tasks/`, `serving/` or `runners/`.
+- `tasks/` (the task contract and the task families) imports neither `serving/` nor
+  `runners/`: exporting and running jobs are above the tasks.
+- `training/` (the loop every job shares) imports no task (`tasks/`, `pretraining/`),
+  nor `serving/`, nor `runners/`: it never branches on what it trains.
+- `runners/` (the jobs behind `tools/run_*.py`) is the top floor: nothing in the package
+  outside `runners/` imports it (`tools/` may).
+
+One exception, listed by name and temporary: the deprecated aliases of the names that
+moved to `runners/` (`DEPRECATED_ALIASES`, removed in the next release with the README's
+API-changes table) forward to it when an old name is used.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import pathlib
+
+import pytest
+
+PACKAGE = "keras_bert_zoo"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGE_DIR = ROOT / PACKAGE
+ROOT_AREA = PACKAGE  # `keras_bert_zoo/__init__.py`, the public API above the subpackages
+
+# Modules whose `moved_names` aliases may reach up a floor, for one release.
+DEPRECATED_ALIASES = {
+    "keras_bert_zoo/tasks/finetuning.py",
+    "keras_bert_zoo/pretraining/run.py",
+    "keras_bert_zoo/pretraining/__init__.py",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Import:
+    path: str  # relative to the repository root
+    line: int
+    statement: str  # the import as written (normalized by `ast.unparse`)
+    target: str  # the dotted module it reaches
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    name: str
+    applies_to: frozenset[str] | None  # the areas whose modules it checks; None: every area
+    why: str
+    allowed: frozenset[str] | None = None  # the only areas it may import (besides its own)
+    forbidden: frozenset[str] = frozenset()  # areas it may not import
+    forbidden_external: frozenset[str] = frozenset()  # top-level third-party packages
+
+    def applies(self, area: str) -> bool:
+        return self.applies_to is None or area in self.applies_to
+
+    def breaks(self, area: str, imported: Import) -> bool:
+        if imported.target.split(".")[0] == PACKAGE:
+            target_area = area_of(imported.target)
+            if target_area == area:
+                return False
+            if self.allowed is not None and target_area not in self.allowed:
+                return True
+            return target_area in self.forbidden
+        return imported.target.split(".")[0] in self.forbidden_external
+
+
+_LOOPS = frozenset({"training", "tasks", "serving", "runners"})
+
+RULES = [
+    Rule(
+        name="layers",
+        applies_to=frozenset({"layers"}),
+        allowed=frozenset({"inputs"}),
+        forbidden_external=frozenset({"absl"}),
+        why="layers/ know nothing of files, flags or tf.data: they import only inputs.py",
+    ),
+    Rule(
+        name="models",
+        applies_to=frozenset({"models"}),
+        allowed=frozenset({"inputs", "config", "layers"}),
+        forbidden_external=frozenset({"absl"}),
+        why=(
+            "models/ know nothing of files, flags or tf.data: they import only inputs.py, "
+            "config.py and layers/ (no data/, checkpoints/, utils/, text/, loops or the "
+            "package root)"
+        ),
+    ),
+    Rule(
+        name="input_pipelines",
+        applies_to=frozenset({"data", "pretraining"}),
+        forbidden=_LOOPS,
+        why=(
+            "data/ and pretraining/ are the input pipelines, below the loops: no training/, "
+            "tasks/, serving/ or runners/ (a pretraining job belongs in runners/)"
+        ),
+    ),
+    Rule(
+        name="tasks",
+        applies_to=frozenset({"tasks"}),
+        forbidden=frozenset({"serving", "runners"}),
+        why=(
+            "tasks/ imports neither serving/ nor runners/ (a job that trains and exports "
+            "belongs in runners/)"
+        ),
+    ),
+    Rule(
+        name="training",
+        applies_to=frozenset({"training"}),
+        forbidden=frozenset({"tasks", "pretraining", "serving", "runners"}),
+        why="training/ imports no task (tasks/, pretraining/), nor serving/, nor runners/",
+    ),
+    Rule(
+        name="runners_on_top",
+        applies_to=None,  # runners/ importing runners/ is its own area: allowed
+        forbidden=frozenset({"runners"}),
+        why="nothing in the package imports runners/ but runners/ itself (and tools/)",
+    ),
+]
+
+
+def area_of(module: str) -> str:
+    """`keras_bert_zoo.models.packed` -> `models`; `keras_bert_zoo.config` -> `config`;
+    `keras_bert_zoo` -> `keras_bert_zoo` (the root package)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ROOT_AREA
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_module(dotted: str) -> bool:
+    base = ROOT.joinpath(*dotted.split("."))
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def _resolve_from(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    if not node.level:
+        return node.module
+    # Relative: `from . import x` in `a/b/c.py` is relative to `a.b`.
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports_of(path: pathlib.Path) -> list[Import]:
+    """Every import in the file, at any depth, with the module each one reaches."""
+    return imports_in(
+        path.read_text(encoding="utf-8"),
+        module=_module_name(path),
+        is_package=path.name == "__init__.py",
+        relative=str(path.relative_to(ROOT)),
+    )
+
+
+def imports_in(source: str, *, module: str, is_package: bool, relative: str) -> list[Import]:
+    found = []
+    for node in ast.walk(ast.parse(source, filename=relative)):
+        targets = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            source_module = _resolve_from(node, module, is_package)
+            # `from keras_bert_zoo import serving` reaches the subpackage, while
+            # `from keras_bert_zoo import BertConfig` reaches the package root.
+            targets = [
+                f"{source_module}.{alias.name}"
+                if _is_module(f"{source_module}.{alias.name}")
+                else source_module
+                for alias in node.names
+            ]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            targets = [node.args[0].value]
+        elif _called_name(node) == "moved_names":
+            targets = [
+                constant.value
+                for constant in ast.walk(node)
+                if isinstance(constant, ast.Constant)
+                and isinstance(constant.value, str)
+                and constant.value.startswith(PACKAGE + ".")
+            ]
+        for target in dict.fromkeys(targets):
+            found.append(Import(relative, node.lineno, ast.unparse(node), target))
+    return sorted(found, key=lambda i: i.line)  # `ast.walk` is breadth first
+
+
+def _called_name(node) -> str | None:
+    if not isinstance(node, ast.Call):
+        return None
+    if isinstance(node.func, ast.Name):
+        return node.func.id
+    return node.func.attr if isinstance(node.func, ast.Attribute) else None
+
+
+def _is_alias(imported: Import) -> bool:
+    return imported.path in DEPRECATED_ALIASES and imported.statement.startswith("moved_names(")
+
+
+def _package_modules() -> list[pathlib.Path]:
+    return sorted(PACKAGE_DIR.rglob("*.py"))
+
+
+def _area_of_file(path: pathlib.Path) -> str:
+    return area_of(_module_name(path))
+
+
+@pytest.fixture(scope="module")
+def all_imports() -> dict[pathlib.Path, list[Import]]:
+    return {path: imports_of(path) for path in _package_modules()}
+
+
+def test_the_scan_sees_the_imports_it_must(all_imports):
+    # Guards against a vacuous pass (a rename, a resolution bug): imports known to exist.
+    reached = {
+        (_area_of_file(path), area_of(i.target))
+        for path, found in all_imports.items()
+        for i in found
+        if i.target.split(".")[0] == PACKAGE
+    }
+    assert {("models", "layers"), ("models", "inputs"), ("training", "models")} <= reached
+    for area in ("layers", "models", "data", "tasks", "training", "serving", "pretraining"):
+        assert (PACKAGE_DIR / area / "__init__.py").is_file(), area
+
+
+def test_every_import_form_is_seen():
+    source = "\n".join(
+        [
+            "import keras_bert_zoo.runners.finetuning",
+            "from keras_bert_zoo import serving, BertConfig",
+            "from keras_bert_zoo.serving.export import export_finetuned",
+            "from ..data import packing",
+            "from . import saving",
+            "def f():",
+            "    from keras_bert_zoo import training",
+            "    return importlib.import_module('keras_bert_zoo.runners')",
+        ]
+    )
+    found = imports_in(
+        source, module="keras_bert_zoo.tasks.base", is_package=False, relative="tasks/base.py"
+    )
+    assert [(i.line, i.target) for i in found] == [
+        (1, "keras_bert_zoo.runners.finetuning"),
+        (2, "keras_bert_zoo.serving"),
+        (2, "keras_bert_zoo"),
+        (3, "keras_bert_zoo.serving.export"),
+        (4, "keras_bert_zoo.data.packing"),
+        (5, "keras_bert_zoo.tasks.saving"),
+        (7, "keras_bert_zoo.training"),
+        (8, "keras_bert_zoo.runners"),
+    ]
+    in_package = imports_in(
+        "from . import base", module="keras_bert_zoo.tasks", is_package=True, relative="x"
+    )
+    assert [i.target for i in in_package] == ["keras_bert_zoo.tasks.base"]
+    tasks_rule = next(rule for rule in RULES if rule.name == "tasks")
+    broken = [i.target for i in found if tasks_rule.breaks("tasks", i)]
+    assert broken == [
+        "keras_bert_zoo.runners.finetuning",
+        "keras_bert_zoo.serving",
+        "keras_bert_zoo.serving.export",
+        "keras_bert_zoo.runners",
+    ]
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.name)
+def test_floors(rule, all_imports):
+    offending = []
+    for path, found in all_imports.items():
+        area = _area_of_file(path)
+        if not rule.applies(area):
+            continue
+        offending += [
+            f"  {i.path}:{i.line}: {i.statement}"
+            for i in found
+            if rule.breaks(area, i) and not _is_alias(i)
+        ]
+    # One line per statement, however many of its names break the rule.
+    offending = list(dict.fromkeys(offending))
+    assert not offending, f"{rule.why}. Offending imports:\n" + "\n".join(offending)
+
+
+def test_the_deprecated_aliases_are_the_only_exception_and_reach_runners(all_imports):
+    aliases = {i.path: i.target for found in all_imports.values() for i in found if _is_alias(i)}
+    assert set(aliases) == DEPRECATED_ALIASES
+    assert all(target.startswith(f"{PACKAGE}.runners.") for target in aliases.values())
