@@ -346,7 +346,7 @@ def write_column_file(path, sentences):
 
 def held_out_recall(gold_sentences, predicted, held_out_spans):
     """Recall on gold entities from held-out vs seen gazetteer entries."""
-    from keras_bert_zoo.tasks.entity_metrics import entities
+    from keras_bert_zoo.tasks.tagging.metrics import entities
 
     hits = collections.Counter()
     totals = collections.Counter()
@@ -382,8 +382,8 @@ def main(argv=None):
     import tensorflow as tf
 
     from keras_bert_zoo import from_pretrained, tasks
-    from keras_bert_zoo.tasks import entity_metrics
     from keras_bert_zoo.tasks.feature_extraction import demo_model_dir
+    from keras_bert_zoo.tasks.tagging import metrics as entity_metrics
     from keras_bert_zoo.text import BertTokenizer
 
     corpus = os.path.join(

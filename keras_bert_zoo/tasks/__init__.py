@@ -1,5 +1,7 @@
-"""Fine-tuning tasks: one module per task family, each the only place that knows its
-data, its head, its metric and its answers (see `base.py` for the contract).
+"""Fine-tuning tasks: one package per task family (`sentence`, `question_answering`,
+`tagging`, `multiple_choice`), each the only place that knows its data, its head, its
+metric and its answers (see `base.py` for the contract). The helpers they share live
+in `_shared.py`; no family imports another's.
 
 Importing this package registers every task family, so `create_task("glue/mrpc")` and
 `list_tasks()` see them all.
@@ -13,6 +15,7 @@ from keras_bert_zoo.tasks import (  # noqa: F401
     tagging,  # CoNLL-2003 NER, token_classification
 )
 from keras_bert_zoo.tasks.base import (
+    Servable,
     Task,
     TaskOption,
     all_task_options,
@@ -35,6 +38,7 @@ from keras_bert_zoo.tasks.saving import (
 
 __all__ = [
     "FinetunedModel",
+    "Servable",
     "Task",
     "TaskOption",
     "all_task_options",

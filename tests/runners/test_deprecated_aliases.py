@@ -15,6 +15,7 @@ ALIASES = [
     ("keras_bert_zoo.pretraining.run", "PretrainingConfig", "keras_bert_zoo.runners.pretraining"),
     ("keras_bert_zoo.pretraining", "run_pretraining", "keras_bert_zoo.runners.pretraining"),
     ("keras_bert_zoo.pretraining", "PretrainingResult", "keras_bert_zoo.runners.pretraining"),
+    ("keras_bert_zoo.tasks.entity_metrics", "entities", "keras_bert_zoo.tasks.tagging.metrics"),
 ]
 
 

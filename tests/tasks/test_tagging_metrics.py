@@ -1,4 +1,4 @@
-"""Entity metrics (`tasks/entity_metrics.py`) against seqeval, the independent reference.
+"""Entity metrics (`tasks/tagging/metrics.py`) against seqeval, the independent reference.
 
 seqeval's default mode follows conlleval; `mode="strict", scheme=IOB2` is its strict
 IOB2 reading. Every figure must agree to 1e-9, overall and per type.
@@ -11,7 +11,7 @@ import pytest
 from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
 from seqeval.scheme import IOB2
 
-from keras_bert_zoo.tasks import entity_metrics
+from keras_bert_zoo.tasks.tagging import metrics as entity_metrics
 
 STRICT = {"mode": "strict", "scheme": IOB2}
 

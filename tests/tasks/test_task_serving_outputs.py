@@ -22,7 +22,8 @@ import tensorflow as tf
 
 from keras_bert_zoo import tasks
 from keras_bert_zoo.models import BertEncoder
-from keras_bert_zoo.tasks import entity_metrics, tagging
+from keras_bert_zoo.tasks import tagging
+from keras_bert_zoo.tasks.tagging import metrics as entity_metrics
 from keras_bert_zoo.text import BertTokenizer
 
 HERE = pathlib.Path(__file__).resolve().parent

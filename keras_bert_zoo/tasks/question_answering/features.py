@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from keras_bert_zoo.inputs import INPUT_MASK, INPUT_TYPE_IDS, INPUT_WORD_IDS
 from keras_bert_zoo.text.offsets import char_offsets
+from keras_bert_zoo.text.preprocessing_layer import TokenizingPreprocessor
 
 # Keys of the per-window metadata that decoding needs.
 EXAMPLE_INDEX = "example_index"
@@ -23,7 +24,7 @@ END_POSITIONS = "end_positions"
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
-class SquadPreprocessor(keras.layers.Layer):
+class SquadPreprocessor(TokenizingPreprocessor):
     """Splits (question, context) pairs into windows `[CLS] question [SEP] context [SEP]`.
 
     The question keeps its first `max_query_length` word pieces. The context's word
@@ -93,13 +94,7 @@ class SquadPreprocessor(keras.layers.Layer):
         max_query_length: int = 64,
         **kwargs,
     ):
-        kwargs.setdefault("dtype", "int32")
-        kwargs.setdefault("trainable", False)
-        super().__init__(**kwargs)
-        self._convert_input_args = False
-        self._allow_non_tensor_positional_args = True
-        if isinstance(tokenizer, dict):  # from a serialized config
-            tokenizer = keras.saving.deserialize_keras_object(tokenizer)
+        super().__init__(tokenizer, **kwargs)
         max_seq_length, doc_stride, max_query_length = (
             int(max_seq_length),
             int(doc_stride),
@@ -115,14 +110,13 @@ class SquadPreprocessor(keras.layers.Layer):
                 f"question of max_query_length={max_query_length} tokens and 3 special "
                 "tokens"
             )
-        if tokenizer.has_vocabulary:  # else it comes with load_assets, before the first call
-            tokenizer.packing_token_ids()
-        self.tokenizer = tokenizer
+        # No packer (`call` scatters the ids into the windows itself); reading the
+        # special ids here only checks the vocabulary early.
+        if self.tokenizer.has_vocabulary:  # else it comes with load_assets, before the first call
+            self.tokenizer.packing_token_ids()
         self.max_seq_length = max_seq_length
         self.doc_stride = doc_stride
         self.max_query_length = max_query_length
-        # No weights: nothing for build() to create.
-        self.built = True
 
     # === Layers ===
 
@@ -321,16 +315,9 @@ class SquadPreprocessor(keras.layers.Layer):
         config = super().get_config()
         config.update(
             {
-                "tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
                 "max_seq_length": self.max_seq_length,
                 "doc_stride": self.doc_stride,
                 "max_query_length": self.max_query_length,
             }
         )
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
-        return cls(**config)

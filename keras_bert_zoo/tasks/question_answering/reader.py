@@ -22,6 +22,8 @@ from typing import Any
 
 from absl import logging
 
+from keras_bert_zoo.tasks._shared import as_text, prepared_tfds_builder
+
 
 @dataclasses.dataclass(frozen=True)
 class GoldAnswer:
@@ -303,16 +305,12 @@ def read_squad_json(
 # === tensorflow-datasets ===
 
 
-def _text(value) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
-
-
 def _tfds_answers(record: Mapping[str, Any], field: str) -> list[dict[str, Any]]:
     raw = record.get(field)
     if raw is None:
         return []
     return [
-        {"text": _text(text), "answer_start": int(start)}
+        {"text": as_text(text), "answer_start": int(start)}
         for text, start in zip(raw["text"], raw["answer_start"], strict=True)
     ]
 
@@ -328,14 +326,16 @@ def tfds_records_to_examples(
     builder = _Builder(source, version_2_with_negative=version_2_with_negative, training=training)
     for i, record in enumerate(records):
         qa = {
-            "id": _text(record["id"]),
-            "question": _text(record["question"]),
+            "id": as_text(record["id"]),
+            "question": as_text(record["question"]),
             "answers": _tfds_answers(record, "answers"),
             "plausible_answers": _tfds_answers(record, "plausible_answers"),
         }
         if "is_impossible" in record:
             qa["is_impossible"] = bool(record["is_impossible"])
-        builder.add(qa, _text(record["context"]), _text(record.get("title", b"")), f"record {i}")
+        builder.add(
+            qa, as_text(record["context"]), as_text(record.get("title", b"")), f"record {i}"
+        )
     _log_skips(builder)
     return builder.examples, builder.num_skipped
 
@@ -354,12 +354,14 @@ def read_squad_tfds(
     """
     import tensorflow_datasets as tfds
 
-    builder = tfds.builder(name, data_dir=data_dir)
-    if not builder.is_prepared():
-        raise FileNotFoundError(
+    builder = prepared_tfds_builder(
+        name,
+        data_dir,
+        lambda builder: (
             f"tensorflow-datasets {name!r} is not prepared in {builder.data_dir_root!r}. "
             f"Prepare it (`tfds build {name}`) or pass data_dir with the official JSON files."
-        )
+        ),
+    )
     dataset = builder.as_dataset(split=split, shuffle_files=False)
     return tfds_records_to_examples(
         tfds.as_numpy(dataset),

@@ -47,6 +47,7 @@ from typing import ClassVar
 
 from absl import logging
 
+from keras_bert_zoo.tasks._shared import prepared_tfds_builder
 from keras_bert_zoo.tasks.base import TaskOption, register_task
 from keras_bert_zoo.tasks.sentence.readers import InputFileError, read_delimited
 from keras_bert_zoo.tasks.sentence.task import SentenceExample, SentenceTask
@@ -178,15 +179,17 @@ class GlueTask(SentenceTask):
         import tensorflow_datasets as tfds
 
         name, tfds_split = self.tfds_sources[split]
-        builder = tfds.builder(name, data_dir=self.tfds_data_dir)
-        if not builder.is_prepared():
-            raise FileNotFoundError(
+        builder = prepared_tfds_builder(
+            name,
+            self.tfds_data_dir,
+            lambda builder: (
                 f"tensorflow-datasets has no prepared {name!r} under {builder.data_dir} "
                 f"(needed for the {split} split of {self.task_name}). Nothing is downloaded "
                 f"here: prepare it yourself (`tfds build {name}`, which downloads it), pass "
                 "--tfds_data_dir where it is prepared, or pass --data_dir with the GLUE TSV "
                 "files."
-            )
+            ),
+        )
         if tfds_split not in builder.info.splits:
             raise ValueError(
                 f"tensorflow-datasets {name!r} has no split {tfds_split!r} "

@@ -1,0 +1,121 @@
+"""Helpers the task families share: split files, tensorflow-datasets and serving texts.
+
+Private to `keras_bert_zoo.tasks`: each family imports them from here, never from
+another family.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Callable, Sequence
+
+
+def find_split_file(data_dir: str, candidates: Sequence[str], split: str) -> str:
+    """The first of `candidates` (file names) that exists in `data_dir`.
+
+    Raises:
+        FileNotFoundError: naming the split and every candidate, when none exists.
+    """
+    for name in candidates:
+        path = os.path.join(data_dir, name)
+        if os.path.isfile(path):
+            return path
+    raise FileNotFoundError(f"No {split} file in {data_dir}: looked for {', '.join(candidates)}")
+
+
+def prepared_tfds_builder(
+    name: str, data_dir: str | None, not_prepared: Callable[..., str] | None = None
+):
+    """A tensorflow-datasets builder for `name` already prepared in `data_dir`.
+
+    A registered builder is used as is; otherwise the newest prepared version found
+    under `data_dir/name/` is read without its builder code (`builder_from_directory`).
+    Nothing is downloaded.
+
+    Args:
+        name: str. The tensorflow-datasets name, with its config (`"glue/mrpc"`).
+        data_dir: str or None. Where it was prepared; None for `~/tensorflow_datasets`.
+        not_prepared: callable, the registered builder -> the message of the
+            `FileNotFoundError` raised when it is not prepared (what the caller's user
+            can do instead); None for a generic message.
+
+    Returns:
+        A prepared `tfds.core.DatasetBuilder`.
+
+    Raises:
+        FileNotFoundError: when no prepared copy is found.
+
+    Example:
+
+    ```python
+    from keras_bert_zoo.data import tfds_dataset
+    from keras_bert_zoo.tasks._shared import prepared_tfds_builder
+
+    builder = prepared_tfds_builder("conll2003", "/data/tensorflow_datasets")
+    records = tfds_dataset(builder, "dev").as_numpy_iterator()
+    ```
+    """
+    import tensorflow_datasets as tfds
+
+    try:
+        builder = tfds.builder(name, data_dir=data_dir)
+    except tfds.core.registered.DatasetNotFoundError:
+        root = os.path.join(data_dir or os.path.expanduser("~/tensorflow_datasets"), name)
+        found = sorted(
+            glob.glob(os.path.join(root, "**", "dataset_info.json"), recursive=True),
+            key=lambda path: (os.path.getmtime(path), path),
+        )
+        if not found:
+            raise FileNotFoundError(
+                f"tensorflow-datasets {name!r}: no prepared copy under {root}; prepare it "
+                "first or pass data_dir with the official files"
+            ) from None
+        return tfds.builder_from_directory(os.path.dirname(found[-1]))
+    if not builder.is_prepared():
+        if not_prepared is not None:
+            raise FileNotFoundError(not_prepared(builder))
+        raise FileNotFoundError(
+            f"tensorflow-datasets {name!r} is not prepared in {builder.data_dir}; nothing is "
+            "downloaded here: prepare it first (`tfds build`) or pass data_dir with the "
+            "official files"
+        )
+    return builder
+
+
+def as_text(value) -> str:
+    """A tensorflow-datasets string (numpy bytes, UTF-8) or any value as `str`."""
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def named_texts(text_fields, args, kwargs) -> list:
+    """The serving function's texts in `text_fields` order, given by position or name."""
+    if args and kwargs:
+        raise ValueError(f"Pass the texts {list(text_fields)} all by position or all by name")
+    if args:
+        if len(args) != len(text_fields):
+            raise ValueError(
+                f"Expected {len(text_fields)} texts {list(text_fields)}, got {len(args)}"
+            )
+        return list(args)
+    if set(kwargs) != set(text_fields):
+        raise ValueError(f"Expected the texts {list(text_fields)}, got {sorted(kwargs)}")
+    return [kwargs[name] for name in text_fields]
+
+
+def features_in_batches(columns, features_fn, preprocessor, batch_size: int):
+    """Unbatched features of `columns` (a dict of tensors, one row per example), made
+    by `features_fn(batch, preprocessor)` on `batch_size` examples at a time: the
+    tokenizer is much faster on a batch than on one example, and one example may give
+    several features (windows, choices)."""
+    import functools
+
+    import tensorflow as tf
+
+    dataset = tf.data.Dataset.from_tensor_slices(columns).batch(batch_size)
+    dataset = dataset.map(
+        functools.partial(features_fn, preprocessor=preprocessor),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
+    return dataset.unbatch()
