@@ -23,6 +23,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app, flags  # noqa: E402
 
 from keras_bert_zoo import serving, tasks  # noqa: E402
+from keras_bert_zoo.text.tokenizer import DEFAULT_EXPORT_TOKENIZER_OPS, TOKENIZER_OPS  # noqa: E402
 from keras_bert_zoo.utils import cli  # noqa: E402
 
 KINDS = ("task", "encoder", "masked_lm", "hub_encoder_pair")
@@ -59,6 +60,14 @@ _ALLOW_PARTIAL = flags.DEFINE_bool(
     "allow_partial", False, "masked_lm: accept a checkpoint without MLM head (left random)."
 )
 _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "hub_encoder_pair: output directory.")
+_TOKENIZER_OPS = flags.DEFINE_enum(
+    "tokenizer_ops",
+    DEFAULT_EXPORT_TOKENIZER_OPS,
+    list(TOKENIZER_OPS),
+    "Ops of the exported tokenizer: core (core TensorFlow only, so the export loads "
+    "where tensorflow-text is not installed) or tensorflow_text (its WordPiece kernels). "
+    "Both give the same tokens.",
+)
 
 
 def _warmup_rows(path):
@@ -87,6 +96,7 @@ def main(argv):
             seq_length=_MAX_SEQ_LENGTH.value,
             overwrite=_OVERWRITE.value,
             allow_partial=_ALLOW_PARTIAL.value,
+            tokenizer_ops=_TOKENIZER_OPS.value,
         )
         for path in paths:
             print(serving.describe_export(path))
@@ -94,7 +104,11 @@ def main(argv):
 
     if not _EXPORT_BASE.value:
         raise app.UsageError("--export_base is required")
-    options = {"version": _VERSION.value, "overwrite": _OVERWRITE.value}
+    options = {
+        "version": _VERSION.value,
+        "overwrite": _OVERWRITE.value,
+        "tokenizer_ops": _TOKENIZER_OPS.value,
+    }
     if kind == "task":
         finetuned = tasks.load_finetuned(_FINETUNED_DIR.value)
         fields = finetuned.task.text_fields

@@ -182,6 +182,8 @@ def describe_export(path: str) -> str:
         )
         if description.get("label_names"):
             lines.append(f"labels: {', '.join(description['label_names'])}")
+        if description.get("tokenizer_ops"):
+            lines.append(f"tokenizer ops: {description['tokenizer_ops']}")
     for name, signature in signature_schema(path).items():
         lines.append(f"signature {name} ({signature['method_name']})")
         for direction in ("inputs", "outputs"):

@@ -60,6 +60,11 @@ import tensorflow as tf
 
 from keras_bert_zoo.serving import ops, signatures, warmup
 from keras_bert_zoo.tasks.base import PROBABILITIES_ANSWER, SCORE_ANSWER, Servable
+from keras_bert_zoo.text.tokenizer import (
+    DEFAULT_EXPORT_TOKENIZER_OPS,
+    check_tokenizer_ops,
+)
+from keras_bert_zoo.text.tokenizer import tokenizer_ops as text_tokenizer_ops
 from keras_bert_zoo.utils.atomic import atomic_directory, write_json_atomically
 
 EXPORT_DESCRIPTION_FILE = "export.json"
@@ -291,6 +296,7 @@ def export_saved_model(
     overwrite: bool = False,
     warmup_inputs: Mapping[str, Sequence[str]] | None = None,
     verify: bool = True,
+    tokenizer_ops: str | None = None,
 ) -> ExportedModel:
     """Writes `EXPORT_BASE/MODEL_NAME/VERSION/` for `model` answering as `task` does.
 
@@ -310,6 +316,10 @@ def export_saved_model(
             built-in batch (`DEFAULT_WARMUP_TEXTS`).
         verify: reload the export and compare its answers with the in-memory model's
             before publishing it.
+        tokenizer_ops: `"core"` (the graph holds core TensorFlow ops only: it loads
+            with no tensorflow-text) or `"tensorflow_text"`; default
+            `DEFAULT_EXPORT_TOKENIZER_OPS`. Both tokenize identically; export.json records
+            which one the graph holds.
 
     Returns:
         `ExportedModel`.
@@ -320,6 +330,39 @@ def export_saved_model(
         FileExistsError: the version exists and `overwrite` is false.
         ExportVerificationError: the reloaded export answers differently.
     """
+    ops_name = check_tokenizer_ops(tokenizer_ops or DEFAULT_EXPORT_TOKENIZER_OPS)
+    if preprocessor is None and isinstance(task, Servable):
+        preprocessor = task.make_preprocessor(tokenizer)
+    with text_tokenizer_ops(ops_name, tokenizer, preprocessor):
+        return _export_saved_model(
+            export_base,
+            model_name,
+            task,
+            model,
+            tokenizer,
+            preprocessor=preprocessor,
+            version=version,
+            overwrite=overwrite,
+            warmup_inputs=warmup_inputs,
+            verify=verify,
+            tokenizer_ops=ops_name,
+        )
+
+
+def _export_saved_model(
+    export_base,
+    model_name,
+    task,
+    model,
+    tokenizer,
+    *,
+    preprocessor,
+    version,
+    overwrite,
+    warmup_inputs,
+    verify,
+    tokenizer_ops,
+) -> ExportedModel:
     if not isinstance(task, Servable):
         raise TypeError(
             f"export_saved_model serves a keras_bert_zoo.tasks.base.Servable (a Task, "
@@ -416,6 +459,7 @@ def export_saved_model(
         "text_fields": list(text_fields),
         "task": task.description(tokenizer),
         "label_names": label_names,
+        "tokenizer_ops": tokenizer_ops,
     }
 
     # === Write, verify, publish ===

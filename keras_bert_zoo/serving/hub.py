@@ -55,6 +55,8 @@ from keras_bert_zoo.inputs import ENCODER_INPUT_NAMES, MASKED_LM_POSITIONS
 from keras_bert_zoo.serving import signatures
 from keras_bert_zoo.text.packer import BertPacker
 from keras_bert_zoo.text.preprocessor import BertPreprocessor
+from keras_bert_zoo.text.tokenizer import DEFAULT_EXPORT_TOKENIZER_OPS, check_tokenizer_ops
+from keras_bert_zoo.text.tokenizer import tokenizer_ops as tokenizer_ops_of
 from keras_bert_zoo.utils.atomic import atomic_directory
 
 PREPROCESSOR_DIR = "preprocessor"
@@ -166,20 +168,32 @@ def build_hub_encoder(model):
 
 
 def export_hub_encoder_pair(
-    output_dir: str, model, tokenizer, *, seq_length: int = 128, overwrite: bool = False
+    output_dir: str,
+    model,
+    tokenizer,
+    *,
+    seq_length: int = 128,
+    overwrite: bool = False,
+    tokenizer_ops: str | None = None,
 ) -> tuple[str, str]:
     """Writes `output_dir/preprocessor` and `output_dir/encoder` (see the module
     docstring); both appear at once (one directory rename). Returns their paths.
 
     An existing `output_dir` is refused unless `overwrite`, which replaces it.
+    `tokenizer_ops` picks the preprocessor's tokenizer ops as `export_saved_model`'s
+    does (`"core"`: no tensorflow-text needed to load it).
     """
     output_dir = os.path.abspath(os.fspath(output_dir))
     if os.path.lexists(output_dir) and not overwrite:
         raise FileExistsError(f"{output_dir} already exists (pass overwrite=True to replace it)")
-    preprocessor, preprocessor_signatures = build_hub_preprocessor(tokenizer, seq_length)
+    ops_name = check_tokenizer_ops(tokenizer_ops or DEFAULT_EXPORT_TOKENIZER_OPS)
     encoder, encoder_signatures = build_hub_encoder(model)
     aside = None
-    with atomic_directory(output_dir, merge=overwrite) as temp_dir:
+    with (
+        tokenizer_ops_of(ops_name, tokenizer),
+        atomic_directory(output_dir, merge=overwrite) as temp_dir,
+    ):
+        preprocessor, preprocessor_signatures = build_hub_preprocessor(tokenizer, seq_length)
         tf.saved_model.save(
             preprocessor,
             os.path.join(temp_dir, PREPROCESSOR_DIR),
@@ -205,6 +219,7 @@ def export_pretrained_hub_pair(
     seq_length: int = 128,
     overwrite: bool = False,
     allow_partial: bool = False,
+    tokenizer_ops: str | None = None,
 ) -> tuple[str, str]:
     """The pair for a Google or Hugging Face checkpoint directory (with `vocab.txt`).
 
@@ -223,5 +238,10 @@ def export_pretrained_hub_pair(
     except CheckpointError:
         model = from_pretrained(checkpoint_dir)
     return export_hub_encoder_pair(
-        output_dir, model, BertTokenizer(vocab), seq_length=seq_length, overwrite=overwrite
+        output_dir,
+        model,
+        BertTokenizer(vocab),
+        seq_length=seq_length,
+        overwrite=overwrite,
+        tokenizer_ops=tokenizer_ops,
     )

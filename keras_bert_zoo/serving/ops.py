@@ -141,11 +141,13 @@ def op_manifest(saved_model_dir: str) -> dict[str, Any]:
             core.append(name)
         else:
             custom.append({"op": name, "package": None, "library": None})
+    needed = sorted({entry["library"] for entry in custom if entry["library"]})
     return {
         "tensorflow_version": tf.__version__,
-        "tensorflow_text_version": tensorflow_text.__version__,
+        # None: the graph needs no tensorflow-text op (a `tokenizer_ops="core"` export).
+        "tensorflow_text_version": tensorflow_text.__version__ if needed else None,
         "custom_ops": custom,
-        "libraries": sorted({entry["library"] for entry in custom if entry["library"]}),
+        "libraries": needed,
         "core_ops": core,
     }
 
@@ -223,9 +225,10 @@ def check_op_manifest(manifest: dict[str, Any]) -> list[str]:
 
 def format_op_manifest(manifest: dict[str, Any]) -> str:
     """Human-readable lines: versions, then each non-core op and its library."""
+    text_version = manifest["tensorflow_text_version"]
     lines = [
-        f"saved with tensorflow {manifest['tensorflow_version']}, tensorflow-text "
-        f"{manifest['tensorflow_text_version']}",
+        f"saved with tensorflow {manifest['tensorflow_version']}, "
+        + (f"tensorflow-text {text_version}" if text_version else "tensorflow-text not needed"),
     ]
     custom = manifest["custom_ops"]
     if not custom:

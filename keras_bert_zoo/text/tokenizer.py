@@ -25,10 +25,16 @@ tables and Python's, and a string whose fast result holds an ``[UNK]`` (a word o
 word the vocabulary cannot match). Those take an all-regex split (classes from
 ``unicodedata``) into ``FastWordpieceTokenizer``; that exact path agrees with the
 reference on every code point.
+
+That is the ``ops="tensorflow_text"`` implementation, the layer's default.
+``ops="core"`` runs the same algorithm in core TensorFlow ops only
+(``core_wordpiece.py``): the same ids and offsets, slower on large batches, and a
+SavedModel traced from it needs no tensorflow-text; exports use it by default.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -52,6 +58,52 @@ ORIGINAL_MAX_CHARS_PER_WORD = 200
 # Hugging Face's port (`BertTokenizer`, `tokenizers`' `BertWordPieceTokenizer`) uses
 # 100: pass `max_chars_per_token=HUGGING_FACE_MAX_CHARS_PER_WORD` to match it.
 HUGGING_FACE_MAX_CHARS_PER_WORD = 100
+
+# Implementations of the tokenizer (`BertTokenizer(ops=...)`, `--tokenizer_ops`): both are
+# exactly google-research/bert's algorithm. "core" holds only core TensorFlow ops
+# (core_wordpiece.py), so a SavedModel traced from it loads with no tensorflow-text;
+# "tensorflow_text" runs the word-piece step (and NFD) in tensorflow-text's kernels.
+CORE_OPS = "core"
+TENSORFLOW_TEXT_OPS = "tensorflow_text"
+TOKENIZER_OPS = (CORE_OPS, TENSORFLOW_TEXT_OPS)
+# The layer's default: tensorflow-text's kernels tokenize 5-10x faster than the core
+# ops on batches of 32 or more (benchmarks/tokenizer_throughput.py), which a tf.data
+# pipeline feels.
+DEFAULT_TOKENIZER_OPS = TENSORFLOW_TEXT_OPS
+# Exports default to the core ops: served raw-text throughput is the same within the
+# noise (the model dominates; benchmarks/serving_latency.py), and the export then loads
+# wherever TensorFlow does.
+DEFAULT_EXPORT_TOKENIZER_OPS = CORE_OPS
+
+
+def check_tokenizer_ops(ops: str) -> str:
+    if ops not in TOKENIZER_OPS:
+        raise ValueError(f"tokenizer ops must be one of {', '.join(TOKENIZER_OPS)}; got {ops!r}")
+    return ops
+
+
+@contextlib.contextmanager
+def tokenizer_ops(ops: str, *layers):
+    """Within the block, every `BertTokenizer` among `layers` (or held by one of them
+    as `.tokenizer`) runs on `ops`; each gets its own setting back afterwards.
+
+    What an exporter traces inside the block holds that implementation's ops.
+    """
+    check_tokenizer_ops(ops)
+    found = {}
+    for layer in layers:
+        for candidate in (layer, getattr(layer, "tokenizer", None)):
+            if isinstance(candidate, BertTokenizer):
+                found[id(candidate)] = candidate
+    saved = {key: tokenizer.ops for key, tokenizer in found.items()}
+    try:
+        for tokenizer in found.values():
+            tokenizer.ops = ops
+        yield
+    finally:
+        for key, tokenizer in found.items():
+            tokenizer.ops = saved[key]
+
 
 # Offset-table value of a character that normalizes to nothing but is not cleaned
 # away (a combining mark stripped with the accents): it belongs to the token before.
@@ -143,6 +195,10 @@ class BertTokenizer(PreprocessingLayer):
         unknown_token: str. Token for unmatchable words.
         suffix_indicator: str. Prefix of continuation pieces.
         validate_case: bool. Check `lowercase` against the vocabulary.
+        ops: str. `"tensorflow_text"` (tensorflow-text's fast WordPiece kernels) or
+            `"core"` (core TensorFlow ops only: a SavedModel of the layer loads
+            where tensorflow-text is not installed). Both give the same ids and
+            offsets; the attribute may be changed before a function is traced.
         **kwargs: Standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -174,9 +230,11 @@ class BertTokenizer(PreprocessingLayer):
         unknown_token: str = "[UNK]",
         suffix_indicator: str = "##",
         validate_case: bool = True,
+        ops: str = DEFAULT_TOKENIZER_OPS,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.ops = check_tokenizer_ops(ops)
         if max_chars_per_token < 1:
             raise ValueError(f"max_chars_per_token must be >= 1, got {max_chars_per_token}")
         self.max_chars_per_token = int(max_chars_per_token)
@@ -263,6 +321,23 @@ class BertTokenizer(PreprocessingLayer):
             self._fixup_from = tf.constant([c for c, _ in fixups] or [-1], tf.int32)
             self._fixup_to = tf.constant([low for _, low in fixups] or [-1], tf.int32)
         self._offset_table = None
+        self._core = None
+
+    def _core_wordpiece(self):
+        """The core-ops tokenizer, made on first use (its tables take a few seconds)."""
+        if self._core is None:
+            from keras_bert_zoo.text.core_wordpiece import CoreWordpiece
+
+            self._core = CoreWordpiece(
+                self._tokens,
+                lowercase=self.lowercase,
+                max_chars_per_token=self.max_chars_per_token,
+                unknown_token=self.unknown_token,
+                suffix_indicator=self.suffix_indicator,
+                control_pattern=self._classes["control"],
+                lower_fixups=[(ord(c), ord(low)) for c, low in self._lower_fixups],
+            )
+        return self._core
 
     @property
     def has_vocabulary(self) -> bool:
@@ -494,6 +569,9 @@ class BertTokenizer(PreprocessingLayer):
         return self._merge_rows(fast_out, slow, slow_rows, exact_out)
 
     def _tokenize_ids(self, inputs):
+        if self.ops == CORE_OPS:
+            return self._core_wordpiece().tokenize(inputs)[0]
+
         def fast(normalized):
             return [self._fast_wordpiece.tokenize(normalized)]
 
@@ -505,6 +583,8 @@ class BertTokenizer(PreprocessingLayer):
 
     def _tokenize_normalized_offsets(self, inputs):
         """Ids with byte offsets into the normalized strings."""
+        if self.ops == CORE_OPS:
+            return list(self._core_wordpiece().tokenize(inputs))
 
         def fast(normalized):
             ids, starts, ends = self._fast_wordpiece.tokenize_with_offsets(normalized)
@@ -674,7 +754,11 @@ class BertTokenizer(PreprocessingLayer):
         scalar = ids.shape.rank == 1
         if scalar:
             ids = ids[tf.newaxis]
-        text = self._wordpiece.detokenize(tf.cast(ids, tf.int32))
+        if self.ops == CORE_OPS:
+            core = self._core_wordpiece()
+            text = core.detokenize(tf.gather(core.vocabulary, tf.cast(ids, tf.int32)))
+        else:
+            text = self._wordpiece.detokenize(tf.cast(ids, tf.int32))
         return text[0] if scalar else text
 
     def compute_output_spec(self, inputs):
@@ -692,6 +776,7 @@ class BertTokenizer(PreprocessingLayer):
                 "unknown_token": self.unknown_token,
                 "suffix_indicator": self.suffix_indicator,
                 "validate_case": self.validate_case,
+                "ops": self.ops,
             }
         )
         return config

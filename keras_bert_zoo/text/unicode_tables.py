@@ -70,12 +70,18 @@ class UnicodeTables:
             normalized form (cleaned, lower-cased, NFD, marks stripped) has another
             UTF-8 length than they have, and that length.
         cased_length_changes: the same for cleaning alone (the dropped characters).
+        whitespace_points, split_points, nonspacing_points: the code points of the
+            `whitespace`, `split_keep` and `nonspacing` classes (for the tables of
+            `core_wordpiece.py`).
     """
 
     classes: dict[str, str]
     cased: tuple[str, ...]
     uncased_length_changes: tuple[tuple[int, ...], tuple[int, ...]]
     cased_length_changes: tuple[tuple[int, ...], tuple[int, ...]]
+    whitespace_points: tuple[int, ...]
+    split_points: tuple[int, ...]
+    nonspacing_points: tuple[int, ...]
 
 
 @functools.lru_cache(maxsize=1)
@@ -141,7 +147,46 @@ def unicode_tables() -> UnicodeTables:
         cased=tuple(cased),
         uncased_length_changes=(tuple(changed_points), tuple(changed_lengths)),
         cased_length_changes=(tuple(control), (0,) * len(control)),
+        whitespace_points=tuple(whitespace),
+        split_points=tuple(punctuation + cjk),
+        nonspacing_points=tuple(nonspacing),
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class Decompositions:
+    """Canonical decomposition facts for NFD in TF ops (`core_wordpiece.py`).
+
+    Attributes:
+        decompositions: `(code point, its NFD as code points)` for every code point
+            whose NFD is not itself (Hangul syllables included).
+        combining_classes: `(code point, canonical combining class)` for every
+            code point of a class other than 0.
+    """
+
+    decompositions: tuple[tuple[int, tuple[int, ...]], ...]
+    combining_classes: tuple[tuple[int, int], ...]
+
+
+@functools.lru_cache(maxsize=1)
+def decompositions() -> Decompositions:
+    """The NFD tables, from `unicodedata` (cached)."""
+    decomposed, combining_classes = [], []
+    for codepoint in range(sys.maxunicode + 1):
+        if codepoint in _SURROGATES:
+            continue
+        char = chr(codepoint)
+        combining = unicodedata.combining(char)
+        if combining:
+            combining_classes.append((codepoint, combining))
+        decomposition = unicodedata.decomposition(char)
+        if (decomposition and not decomposition.startswith("<")) or (
+            codepoint in _HANGUL_SYLLABLES
+        ):
+            nfd = unicodedata.normalize("NFD", char)
+            if nfd != char:
+                decomposed.append((codepoint, tuple(ord(c) for c in nfd)))
+    return Decompositions(tuple(decomposed), tuple(combining_classes))
 
 
 @functools.lru_cache(maxsize=1)

@@ -70,6 +70,17 @@ def sentence_pair_export(export_base, small_tokenizer):
 
 
 @pytest.fixture(scope="session")
+def tensorflow_text_export(export_base, small_tokenizer):
+    """A sentence-pair export whose tokenizer runs on tensorflow-text's kernels (the
+    other exports hold core TensorFlow ops only, the default)."""
+    task = tasks.create_task("glue/mnli", max_seq_length=24)
+    model = randomize(task.build_model(tiny_encoder(len(VOCABULARY))), 11)
+    return _export(
+        export_base, "mnli_text_ops", task, model, small_tokenizer, tokenizer_ops="tensorflow_text"
+    )
+
+
+@pytest.fixture(scope="session")
 def regression_export(export_base, small_tokenizer):
     task = tasks.create_task("glue/stsb", max_seq_length=24)
     model = randomize(task.build_model(tiny_encoder(len(VOCABULARY))), 2)

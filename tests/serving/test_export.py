@@ -148,30 +148,46 @@ def _signature_of(log):
     return getattr(log, kind).request.model_spec.signature_name
 
 
-def test_op_manifest_lists_the_tensorflow_text_ops(all_exports):
-    import tensorflow_text
-
+def test_core_exports_need_no_op_outside_core_tensorflow(all_exports):
+    """Every task family's default export: no custom op, no tensorflow-text version to
+    match, every graph op in `tf.raw_ops`, and export.json names the implementation."""
     for export in all_exports:
         manifest = json.loads(
             open(os.path.join(export.path, "assets.extra", "custom_ops.json")).read()
         )
-        assert manifest["tensorflow_text_version"] == tensorflow_text.__version__
+        assert manifest["custom_ops"] == [] and manifest["libraries"] == [], export.name
+        assert manifest["tensorflow_text_version"] is None
         assert manifest["tensorflow_version"] == tf.__version__
-        ops = {entry["op"]: entry for entry in manifest["custom_ops"]}
-        # Our tokenizer's ops by design; no trimmer op (the packer trims with core ops).
-        assert {"FastWordpieceTokenizeWithOffsets", "NormalizeUTF8"} <= set(ops)
-        assert not any("Trim" in op for op in ops)
-        for entry in ops.values():
-            assert entry["package"] == "tensorflow-text"
-            library = os.path.join(
-                os.path.dirname(os.path.dirname(tensorflow_text.__file__)), entry["library"]
-            )
-            assert os.path.isfile(library)
-        assert manifest["libraries"] == sorted({entry["library"] for entry in ops.values()})
-        text = serving.ops.format_op_manifest(manifest)
-        for op in ops:
-            assert op in text
+        graph_ops = serving.ops.graph_op_names(export.path)
+        assert graph_ops and all(hasattr(tf.raw_ops, op) for op in graph_ops), export.name
+        assert set(manifest["core_ops"]) == graph_ops
+        assert export.exported.description["tokenizer_ops"] == "core"
+        assert "tensorflow-text not needed" in serving.ops.format_op_manifest(manifest)
         assert serving.ops.check_op_manifest(manifest) == []
+
+
+def test_op_manifest_lists_the_tensorflow_text_ops(tensorflow_text_export):
+    import tensorflow_text
+
+    export = tensorflow_text_export
+    manifest = json.loads(open(os.path.join(export.path, "assets.extra", "custom_ops.json")).read())
+    assert manifest["tensorflow_text_version"] == tensorflow_text.__version__
+    assert manifest["tensorflow_version"] == tf.__version__
+    assert export.exported.description["tokenizer_ops"] == "tensorflow_text"
+    ops = {entry["op"]: entry for entry in manifest["custom_ops"]}
+    # Our tokenizer's ops by design; no trimmer op (the packer trims with core ops).
+    assert {"FastWordpieceTokenizeWithOffsets", "NormalizeUTF8"} == set(ops)
+    for entry in ops.values():
+        assert entry["package"] == "tensorflow-text"
+        library = os.path.join(
+            os.path.dirname(os.path.dirname(tensorflow_text.__file__)), entry["library"]
+        )
+        assert os.path.isfile(library)
+    assert manifest["libraries"] == sorted({entry["library"] for entry in ops.values()})
+    text = serving.ops.format_op_manifest(manifest)
+    for op in ops:
+        assert op in text
+    assert serving.ops.check_op_manifest(manifest) == []
 
 
 def test_versions_increment_existing_ones_are_refused_overwrite_replaces(

@@ -3,10 +3,13 @@ tensorflow_text package, no Keras module beyond those `import tensorflow` itself
 loads) loads every export, replays its warmup requests, and gets the in-memory Keras
 model's outputs; the op manifest names exactly what that process lacks.
 
-The child process imports tensorflow, checks which of each graph's ops are registered,
-loads the tensorflow-text op libraries the manifest lists (by path: it never imports
-the tensorflow_text package, so nothing else registers ops), then replays the records
-(parsed with tensorflow-serving-api's PredictionLog, the TF Serving client protos).
+The child process blocks `import tensorflow_text` (a meta-path finder installed before
+anything is imported), imports tensorflow, checks which of each graph's ops are
+registered, and replays the records (parsed with tensorflow-serving-api's
+PredictionLog, the TF Serving client protos) of the exports of every task family,
+made with the default `tokenizer_ops="core"`, with no op library loaded. Then it loads
+the tensorflow-text op libraries a `tokenizer_ops="tensorflow_text"` export's manifest
+lists (by path: the package itself stays blocked) and replays that export too.
 """
 
 import json
@@ -23,7 +26,15 @@ from keras_bert_zoo.serving import ops, signatures, warmup
 
 _CHILD = textwrap.dedent(
     """
-    import json, sys
+    import importlib.abc, json, sys
+
+    class NoTensorflowText(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "tensorflow_text":
+                raise ImportError(f"{name} is blocked in this process")
+            return None
+
+    sys.meta_path.insert(0, NoTensorflowText())
     import numpy as np
     import tensorflow as tf
     from tensorflow.python.framework import op_def_registry
@@ -36,9 +47,11 @@ _CHILD = textwrap.dedent(
     request = json.loads(sys.stdin.read())
     registered = lambda op: op_def_registry.get(op) is not None
     before = {op: registered(op) for op in request["ops"]}
-    for library in request["libraries"]:
-        tf.load_op_library(library)
-    after = {op: registered(op) for op in request["ops"]}
+    try:
+        import tensorflow_text
+        blocked = False
+    except ImportError:
+        blocked = True
 
     from tensorflow_serving.apis import prediction_log_pb2
 
@@ -51,6 +64,8 @@ _CHILD = textwrap.dedent(
 
     results = {}
     for path in request["exports"]:
+        for library in request["libraries"][path]:
+            tf.load_op_library(library)
         loaded = tf.saved_model.load(path)
         records = []
         warmup_file = path + "/assets.extra/tf_serving_warmup_requests"
@@ -70,7 +85,11 @@ _CHILD = textwrap.dedent(
         results[path] = records
     modules = sorted(m for m in sys.modules if m.startswith(("keras_bert_zoo", "tensorflow_text")))
     modules += sorted(keras_modules() - keras_at_import)
-    print(json.dumps({"before": before, "after": after, "results": results, "modules": modules}))
+    after = {op: registered(op) for op in request["ops"]}
+    print(json.dumps({
+        "before": before, "after": after, "results": results, "modules": modules,
+        "tensorflow_text_blocked": blocked,
+    }))
     """
 )
 
@@ -115,13 +134,22 @@ def _expected(export, log):
     return name, {"outputs": answers["score"]}
 
 
-def test_fresh_tensorflow_process_replays_warmup_with_the_manifest_libraries(all_exports):
+def test_fresh_tensorflow_process_replays_warmup_with_the_manifest_libraries(
+    all_exports, tensorflow_text_export
+):
+    # The core exports come first: they run before any op library is loaded.
+    all_exports = [*all_exports, tensorflow_text_export]
     manifests = {export.path: ops.read_op_manifest(export.path) for export in all_exports}
-    libraries = sorted({path for m in manifests.values() for path in ops.library_paths(m)})
+    for export in all_exports:
+        core = export is not tensorflow_text_export
+        assert export.exported.description["tokenizer_ops"] == (
+            "core" if core else "tensorflow_text"
+        )
+        assert (manifests[export.path]["custom_ops"] == []) == core, export.name
     graph_ops = {export.path: _graph_ops(export.path) for export in all_exports}
     request = {
         "exports": [export.path for export in all_exports],
-        "libraries": libraries,
+        "libraries": {path: ops.library_paths(m) for path, m in manifests.items()},
         "ops": sorted(set().union(*graph_ops.values())),
     }
     result = subprocess.run(
@@ -135,6 +163,7 @@ def test_fresh_tensorflow_process_replays_warmup_with_the_manifest_libraries(all
     assert result.returncode == 0, result.stderr[-4000:]
     child = json.loads(result.stdout.strip().splitlines()[-1])
     assert child["modules"] == [], child["modules"]
+    assert child["tensorflow_text_blocked"]
 
     # The manifest lists exactly the ops a TensorFlow-only process lacks, and its
     # libraries supply all of them.

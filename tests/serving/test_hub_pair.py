@@ -24,7 +24,22 @@ def pair(tmp_path_factory, minilm_tokenizer, helpers):
     )
     with pytest.raises(FileExistsError, match="already exists"):
         hub.export_hub_encoder_pair(str(output_dir), model, minilm_tokenizer)
+    pair_dirs[:] = [preprocessor_dir, encoder_dir]
     return model, tf.saved_model.load(preprocessor_dir), tf.saved_model.load(encoder_dir)
+
+
+pair_dirs: list[str] = []
+
+
+def test_the_pair_holds_core_tensorflow_ops_only(pair):
+    """The preprocessor tokenizes with core ops by default (`tokenizer_ops="core"`): no
+    op of either SavedModel is outside `tf.raw_ops`, so neither needs tensorflow-text."""
+    from keras_bert_zoo.serving import ops
+
+    for directory in pair_dirs:
+        names = ops.graph_op_names(directory)
+        assert names and all(hasattr(tf.raw_ops, name) for name in names), directory
+    assert "UnicodeDecode" in ops.graph_op_names(pair_dirs[0])
 
 
 def test_preprocessor_tokenizes_and_packs_like_the_keras_layers(pair, minilm_tokenizer):

@@ -18,10 +18,15 @@ def _python_outputs(loaded, inputs):
     return {key: value.numpy() for key, value in outputs.items()}
 
 
-def test_cpp_loader_answers_raw_strings_like_python(all_exports, cpp_runner, loaded, helpers):
-    for export in all_exports:
+def test_cpp_loader_answers_raw_strings_like_python(
+    all_exports, tensorflow_text_export, cpp_runner, loaded, helpers
+):
+    """Every task family's core export runs with no op library loaded (nothing of
+    tensorflow-text); the tensorflow-text export with the libraries its manifest lists."""
+    for export in [*all_exports, tensorflow_text_export]:
         inputs = helpers.text_inputs(export.task.text_fields, helpers.HOSTILE_TEXTS)
         libraries = ops.library_paths(ops.read_op_manifest(export.path))
+        assert (libraries == []) == (export is not tensorflow_text_export), export.name
         served = native.run_saved_model(cpp_runner, export.path, inputs, op_libraries=libraries)
         expected = _python_outputs(loaded(export), inputs)
         assert sorted(served) == sorted(expected), export.name
@@ -35,12 +40,14 @@ def test_cpp_loader_answers_raw_strings_like_python(all_exports, cpp_runner, loa
 
 
 def test_without_the_op_libraries_the_loader_fails_as_tf_serving_does(
-    sentence_pair_export, cpp_runner
+    tensorflow_text_export, cpp_runner
 ):
-    manifest = ops.read_op_manifest(sentence_pair_export.path)
+    """A tensorflow-text export does not load without its libraries (the failure the
+    core exports avoid)."""
+    manifest = ops.read_op_manifest(tensorflow_text_export.path)
     inputs = {"premise": ["a"], "hypothesis": ["b"]}
     with pytest.raises(RuntimeError, match="Op type not registered") as error:
-        native.run_saved_model(cpp_runner, sentence_pair_export.path, inputs)
+        native.run_saved_model(cpp_runner, tensorflow_text_export.path, inputs)
     assert any(f"'{entry['op']}'" in str(error.value) for entry in manifest["custom_ops"])
 
 

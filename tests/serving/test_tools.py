@@ -67,9 +67,17 @@ def test_export_tool_then_run_tool_in_python_and_cpp(
     printed = capsys.readouterr().out
     assert f"exported version 1 to {base / 'text_classification' / '1'}" in printed
     assert "signature serve_examples (tensorflow/serving/classify)" in printed
-    assert "FastWordpieceTokenizeWithOffsets" in printed and "tensorflow-text" in printed
+    assert "tokenizer ops: core" in printed and "ops outside core TensorFlow: none" in printed
     assert "labels: neg, pos" in printed
-    _run(export_tool, f"--finetuned_dir={directory}", f"--export_base={base}")
+    _run(
+        export_tool,
+        f"--finetuned_dir={directory}",
+        f"--export_base={base}",
+        "--tokenizer_ops=tensorflow_text",
+    )
+    printed = capsys.readouterr().out
+    assert "tokenizer ops: tensorflow_text" in printed
+    assert "FastWordpieceTokenizeWithOffsets" in printed and "tensorflow-text 2." in printed
     assert serving.existing_versions(str(base / "text_classification")) == [1, 2]
     with pytest.raises(FileExistsError, match="1 already exists"):
         _run(export_tool, f"--finetuned_dir={directory}", f"--export_base={base}", "--version=1")

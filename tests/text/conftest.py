@@ -100,3 +100,13 @@ def uncased_tokenizer(uncased_vocab_path):
     from keras_bert_zoo.text import BertTokenizer
 
     return BertTokenizer(vocabulary=uncased_vocab_path, lowercase=True)
+
+
+@pytest.fixture(scope="session", params=["tensorflow_text", "core"])
+def uncased_tokenizer_of_each_ops(request, uncased_vocab_path, uncased_tokenizer):
+    """The uncased tokenizer on each implementation (`BertTokenizer(ops=...)`)."""
+    from keras_bert_zoo.text import BertTokenizer
+
+    if request.param == uncased_tokenizer.ops:
+        return uncased_tokenizer
+    return BertTokenizer(vocabulary=uncased_vocab_path, lowercase=True, ops=request.param)

@@ -17,9 +17,16 @@ from keras_bert_zoo.text import BertTokenizer, load_vocab
 from keras_bert_zoo.text.tokenizer import (
     HUGGING_FACE_MAX_CHARS_PER_WORD,
     ORIGINAL_MAX_CHARS_PER_WORD,
+    TOKENIZER_OPS,
 )
 
 BATCH = 4096
+
+
+def both_implementations(**kwargs):
+    """The tokenizer on tensorflow-text's kernels and on core TF ops (`ops="core"`):
+    every parity test holds for both, against the same reference tokens."""
+    return [BertTokenizer(**kwargs, ops=ops) for ops in TOKENIZER_OPS]
 
 
 def our_tokens(tokenizer, lines):
@@ -57,13 +64,16 @@ def report(name, lines, expected, got, got_label="ours"):
 def test_wiki_corpus_parity(casing, ref, wiki_lines, uncased_vocab_path, cased_vocab_path):
     path = uncased_vocab_path if casing == "uncased" else cased_vocab_path
     lowercase = casing == "uncased"
-    tokenizer = BertTokenizer(vocabulary=path, lowercase=lowercase)
     expected = reference_tokens(ref, wiki_lines, load_vocab(path), lowercase)
-    mismatches, msg = report(
-        f"wiki {casing}", wiki_lines, expected, our_tokens(tokenizer, wiki_lines)
-    )
     assert len(wiki_lines) > 28000
-    assert not mismatches, msg
+    for tokenizer in both_implementations(vocabulary=path, lowercase=lowercase):
+        mismatches, msg = report(
+            f"wiki {casing} {tokenizer.ops}",
+            wiki_lines,
+            expected,
+            our_tokens(tokenizer, wiki_lines),
+        )
+        assert not mismatches, msg
 
 
 @pytest.mark.parametrize("casing", ["uncased", "cased"])
@@ -71,27 +81,31 @@ def test_hostile_parity(casing, ref, hostile, uncased_vocab_path, cased_vocab_pa
     hostile_lines, hostile_bytes = hostile.HOSTILE_LINES, hostile.HOSTILE_BYTES
     path = uncased_vocab_path if casing == "uncased" else cased_vocab_path
     lowercase = casing == "uncased"
-    tokenizer = BertTokenizer(vocabulary=path, lowercase=lowercase)
     lines = hostile_lines + [b.decode("utf-8", "ignore") for b in hostile_bytes]
     expected = reference_tokens(ref, lines, load_vocab(path), lowercase)
-    vocab = tokenizer.get_vocabulary()
-    # All at once (the batch holds an unassigned character: the all-regex path),
-    # one by one (mostly the FastBertTokenizer path), and as raw bytes.
-    batched = our_tokens(tokenizer, lines)
-    single = [[vocab[i] for i in tokenizer.tokenize(tf.constant(line)).numpy()] for line in lines]
-    raw = our_tokens(tokenizer, hostile_lines + hostile_bytes)
-    for name, got in (("batched", batched), ("single", single), ("bytes", raw)):
-        mismatches, msg = report(f"hostile {casing} {name}", lines, expected, got)
-        assert not mismatches, msg
+    for tokenizer in both_implementations(vocabulary=path, lowercase=lowercase):
+        vocab = tokenizer.get_vocabulary()
+        # All at once (the batch holds an unassigned character: the all-regex path),
+        # one by one (mostly the FastBertTokenizer path), and as raw bytes.
+        batched = our_tokens(tokenizer, lines)
+        single = [
+            [vocab[i] for i in tokenizer.tokenize(tf.constant(line)).numpy()] for line in lines
+        ]
+        raw = our_tokens(tokenizer, hostile_lines + hostile_bytes)
+        for name, got in (("batched", batched), ("single", single), ("bytes", raw)):
+            mismatches, msg = report(
+                f"hostile {casing} {tokenizer.ops} {name}", lines, expected, got
+            )
+            assert not mismatches, msg
 
 
 def test_long_words_follow_character_count(ref, uncased_vocab_path):
-    tokenizer = BertTokenizer(vocabulary=uncased_vocab_path, max_chars_per_token=10)
-    vocab = {t: i for i, t in enumerate(tokenizer.get_vocabulary())}
+    vocab = {t: i for i, t in enumerate(load_vocab(uncased_vocab_path))}
     lines = ["abcdefghij abcdefghijk", "éééééééééé ééééééééééé", "unbelievable believable"]
     expected = [ref.tokenize(line, vocab, True, max_chars_per_token=10) for line in lines]
     assert expected[2][0] == "[UNK]" and expected[2][1] != "[UNK]"
-    assert our_tokens(tokenizer, lines) == expected
+    for tokenizer in both_implementations(vocabulary=uncased_vocab_path, max_chars_per_token=10):
+        assert our_tokens(tokenizer, lines) == expected, tokenizer.ops
 
 
 # Every word length from 1 to 300 characters: around 100 (Hugging Face's limit) and
@@ -179,8 +193,6 @@ def test_words_of_1_to_300_characters_follow_the_original(
     path = uncased_vocab_path if lowercase else cased_vocab_path
     vocab = load_vocab(path)
     index = {token: i for i, token in enumerate(vocab)}
-    tokenizer = BertTokenizer(vocabulary=path, lowercase=lowercase)
-    assert tokenizer.max_chars_per_token == ORIGINAL_MAX_CHARS_PER_WORD == 200
     words = long_words(ref, index, lowercase)
     assert set(NAMED_LENGTHS) <= set(LONG_WORD_LENGTHS)
     lines = long_word_lines(words)
@@ -205,6 +217,12 @@ def test_words_of_1_to_300_characters_follow_the_original(
             assert (pieces == ["[UNK]"]) == (length == 201), (kind, length)
     assert all(ref.tokenize(w, index, lowercase) == ["[UNK]"] for _, w in words["unknown_char"])
 
+    for tokenizer in both_implementations(vocabulary=path, lowercase=lowercase):
+        assert tokenizer.max_chars_per_token == ORIGINAL_MAX_CHARS_PER_WORD == 200
+        check_long_words(tokenizer, casing, words, lines, expected)
+
+
+def check_long_words(tokenizer, casing, words, lines, expected):
     # Batched (one routing decision per line), each named length alone, and through
     # tokenize_with_offsets.
     batched = our_tokens(tokenizer, lines)
@@ -249,17 +267,20 @@ def test_hugging_face_limit_is_an_option(casing, ref, uncased_vocab_path, cased_
     lowercase = casing == "uncased"
     path = uncased_vocab_path if lowercase else cased_vocab_path
     vocab = load_vocab(path)
-    tokenizer = BertTokenizer(
-        vocabulary=path, lowercase=lowercase, max_chars_per_token=HUGGING_FACE_MAX_CHARS_PER_WORD
-    )
     index = {token: i for i, token in enumerate(vocab)}
     words = long_words(ref, index, lowercase, seed=1)
     lines = [word for _, word in words["pieces"] + words["two_byte"]]
     expected = [ref.tokenize(line, index, lowercase, max_chars_per_token=100) for line in lines]
-    mismatches, msg = report(
-        f"long words {casing} at 100", lines, expected, our_tokens(tokenizer, lines)
-    )
-    assert not mismatches, msg
+    for tokenizer in both_implementations(
+        vocabulary=path, lowercase=lowercase, max_chars_per_token=HUGGING_FACE_MAX_CHARS_PER_WORD
+    ):
+        mismatches, msg = report(
+            f"long words {casing} {tokenizer.ops} at 100",
+            lines,
+            expected,
+            our_tokens(tokenizer, lines),
+        )
+        assert not mismatches, msg
     assert [e == ["[UNK]"] for e in expected] == [len(line) > 100 for line in lines]
     hf = tokenizers.BertWordPieceTokenizer(
         path, lowercase=lowercase, strip_accents=lowercase, clean_text=True
@@ -274,7 +295,6 @@ def test_four_byte_characters_at_the_limit(ref, lowercase):
     """200 four-byte characters are 800 bytes, exactly the tf-text op's
     `max_bytes_per_word` (4 * max_chars_per_token): split; 201 are [UNK]."""
     vocab = ["[PAD]", "[UNK]", "a", "##a", "\U0001f600", "##\U0001f600", "##\U0001d49c"]
-    tokenizer = BertTokenizer(vocabulary=vocab, lowercase=lowercase)
     index = {token: i for i, token in enumerate(vocab)}
     lines = []
     for length in (1, 50, 51, 99, 100, 101, 150, 199, 200, 201, 300):
@@ -283,9 +303,10 @@ def test_four_byte_characters_at_the_limit(ref, lowercase):
         lines.append("\U0001f600" + "a" * (length - 1))
     expected = [ref.tokenize(line, index, lowercase) for line in lines]
     assert [e == ["[UNK]"] for e in expected] == [len(line) > 200 for line in lines]
-    assert our_tokens(tokenizer, lines) == expected
-    single = [tokenizer.tokenize(tf.constant(line)).numpy().tolist() for line in lines]
-    assert [[vocab[i] for i in row] for row in single] == expected
+    for tokenizer in both_implementations(vocabulary=vocab, lowercase=lowercase):
+        assert our_tokens(tokenizer, lines) == expected
+        single = [tokenizer.tokenize(tf.constant(line)).numpy().tolist() for line in lines]
+        assert [[vocab[i] for i in row] for row in single] == expected
 
 
 def test_huggingface_cross_check(ref, hostile, wiki_lines, uncased_vocab_path):
@@ -301,11 +322,11 @@ def test_huggingface_cross_check(ref, hostile, wiki_lines, uncased_vocab_path):
     assert len(mismatches) <= 0.01 * len(lines), msg
 
 
-def test_offsets_point_into_original_text(ref, hostile, wiki_lines, uncased_tokenizer):
+def test_offsets_point_into_original_text(ref, hostile, wiki_lines, uncased_tokenizer_of_each_ops):
     lines = wiki_lines[:3000] + hostile.HOSTILE_LINES
-    ids, starts, ends = uncased_tokenizer.tokenize_with_offsets(tf.constant(lines))
-    assert ids.to_list() == uncased_tokenizer.tokenize(tf.constant(lines)).to_list()
-    vocab = uncased_tokenizer.get_vocabulary()
+    ids, starts, ends = uncased_tokenizer_of_each_ops.tokenize_with_offsets(tf.constant(lines))
+    assert ids.to_list() == uncased_tokenizer_of_each_ops.tokenize(tf.constant(lines)).to_list()
+    vocab = uncased_tokenizer_of_each_ops.get_vocabulary()
     checked = 0
     for line, row, row_starts, row_ends in zip(
         lines, ids.to_list(), starts.to_list(), ends.to_list(), strict=True
@@ -329,7 +350,7 @@ def test_offsets_point_into_original_text(ref, hostile, wiki_lines, uncased_toke
 
 
 def test_offsets_cover_the_marks_accent_stripping_drops(
-    ref, hostile, wiki_lines, uncased_tokenizer
+    ref, hostile, wiki_lines, uncased_tokenizer_of_each_ops
 ):
     """An uncased token's end covers the combining marks right after it, and only those.
 
@@ -358,7 +379,7 @@ def test_offsets_cover_the_marks_accent_stripping_drops(
         + hostile.HOSTILE_LINES
         + ["Cafe\u0301", "Cafe\u0301 au lait", "e\u0301\u0302cole!\u0301", "x\u200b\u0301 y"]
     )
-    ids, starts, ends = uncased_tokenizer.tokenize_with_offsets(tf.constant(lines))
+    ids, starts, ends = uncased_tokenizer_of_each_ops.tokenize_with_offsets(tf.constant(lines))
     extended = checked = 0
     for line, row_starts, row_ends in zip(lines, starts.to_list(), ends.to_list(), strict=True):
         data = line.encode("utf-8")
@@ -372,7 +393,7 @@ def test_offsets_cover_the_marks_accent_stripping_drops(
             assert stop == len(line) or not dropped_mark(line[stop]), (line, line[first:stop])
             extended += stop > last + 1
             checked += 1
-    ends_of = uncased_tokenizer.tokenize_with_offsets(tf.constant(["Cafe\u0301 au"]))[2]
+    ends_of = uncased_tokenizer_of_each_ops.tokenize_with_offsets(tf.constant(["Cafe\u0301 au"]))[2]
     assert ends_of[0].numpy().tolist() == [6, 9]  # "Cafe" + U+0301 is 6 bytes
     print(f"{checked} tokens, {extended} ends moved past marks", file=sys.stderr)
     assert checked > 100000 and extended > 100, (checked, extended)
@@ -384,10 +405,105 @@ def test_every_code_point_between_letters(casing, ref, uncased_vocab_path, cased
     casing and decomposition must all match the reference."""
     lowercase = casing == "uncased"
     path = uncased_vocab_path if lowercase else cased_vocab_path
-    tokenizer = BertTokenizer(vocabulary=path, lowercase=lowercase)
     points = [cp for cp in range(1, sys.maxunicode + 1) if not 0xD800 <= cp <= 0xDFFF]
     lines = ["x" + chr(cp) + "y" for cp in points]
-    expected = reference_tokens(ref, lines, tokenizer.get_vocabulary(), lowercase)
-    got = our_tokens(tokenizer, lines)
-    mismatches, msg = report(f"code points {casing}", lines, expected, got)
-    assert not mismatches, msg
+    expected = reference_tokens(ref, lines, load_vocab(path), lowercase)
+    for tokenizer in both_implementations(vocabulary=path, lowercase=lowercase):
+        got = our_tokens(tokenizer, lines)
+        mismatches, msg = report(f"code points {casing} {tokenizer.ops}", lines, expected, got)
+        assert not mismatches, msg
+
+
+def test_core_offsets_equal_tensorflow_text_offsets(
+    ref, hostile, wiki_lines, uncased_vocab_path, cased_vocab_path
+):
+    """`ops="core"` returns the same ids, starts and ends as the tensorflow-text path,
+    both casings: real text, its NFD form, the hostile set, long and unknown words."""
+    index = {token: i for i, token in enumerate(load_vocab(uncased_vocab_path))}
+    words = long_words(ref, index, True)
+    accented = [line for line in wiki_lines if not line.isascii()][:3000]
+    lines = (
+        wiki_lines[:3000]
+        + accented
+        + [unicodedata.normalize("NFD", line) for line in accented]
+        + hostile.HOSTILE_LINES
+        + long_word_lines(words)
+    )
+    inputs = tf.constant(lines + [line.encode("utf-8") + b"\xff\x00x" for line in lines[:50]])
+    for path, lowercase in ((uncased_vocab_path, True), (cased_vocab_path, False)):
+        text_ops, core_ops = both_implementations(vocabulary=path, lowercase=lowercase)
+        want = [tensor.to_list() for tensor in text_ops.tokenize_with_offsets(inputs)]
+        got = [tensor.to_list() for tensor in core_ops.tokenize_with_offsets(inputs)]
+        for name, w, g in zip(("ids", "starts", "ends"), want, got, strict=True):
+            bad = [i for i in range(len(w)) if w[i] != g[i]]
+            assert not bad, (lowercase, name, len(bad), lines[bad[0]][:80] if bad else None)
+
+
+def test_core_ops_reorder_combining_marks_as_nfd(ref):
+    """Canonical reordering: combining characters that are not Mn (so survive accent
+    stripping) come out in NFD's order, whatever order they came in."""
+    marks = ["\U0001d16d", "\U0001d165", "\u302e", "\u1b44", "\u0301", "\U0001d16e"]
+    vocab = ["[PAD]", "[UNK]", "x", "##x", "a"] + marks + ["##" + m for m in marks]
+    index = {token: i for i, token in enumerate(vocab)}
+    lines = [
+        "x" + "".join(order)
+        for order in (
+            marks,
+            marks[::-1],
+            ["\U0001d16d", "\u0301", "\U0001d165", "x", "\U0001d16e", "\U0001d165"],
+            ["\U0001d15f", "\U0001d16d", "\U0001d165"],  # decomposes to 1d158 1d165
+            ["\u302e", "\u1b44", " \u302e\u1b44"],
+        )
+    ]
+    expected = [ref.tokenize(line, index, True) for line in lines]
+    assert any(unicodedata.normalize("NFD", line) != line for line in lines)
+    for tokenizer in both_implementations(vocabulary=vocab, lowercase=True, validate_case=False):
+        assert our_tokens(tokenizer, lines) == expected, tokenizer.ops
+
+
+def test_bad_input_same_through_both_implementations(ref, uncased_vocab_path):
+    """Invalid UTF-8, NUL bytes, 200,000-character strings and empty batches: both
+    implementations give the reference's tokens (bytes decoded as the original does,
+    dropping what is invalid) and the same offsets, without crashing."""
+    vocab = load_vocab(uncased_vocab_path)
+    index = {token: i for i, token in enumerate(vocab)}
+    inputs = [
+        b"\xff\xfe\xfd",
+        b"caf\xc3 au \xe2\x82 lait\xed\xa0\x80!",
+        b"a\x00b c\x00\x00 d",
+        b"",
+        b"\x00",
+        ("x" * 200_000).encode(),
+        ("word, " * 33_334).encode(),
+        ("\u00e9" * 199_999 + " ok").encode(),
+    ]
+    expected = [ref.tokenize(raw.decode("utf-8", "ignore"), index, True) for raw in inputs]
+    assert expected[5] == ["[UNK]"] and len(expected[6]) == 66_668
+    results = []
+    for tokenizer in both_implementations(vocabulary=uncased_vocab_path, lowercase=True):
+        assert our_tokens(tokenizer, inputs) == expected, tokenizer.ops
+        results.append([t.to_list() for t in tokenizer.tokenize_with_offsets(tf.constant(inputs))])
+        for empty in (tf.constant([], tf.string), tf.zeros([0], tf.string)):
+            assert tokenizer.tokenize(empty).shape.as_list()[0] == 0
+            ids, starts, ends = tokenizer.tokenize_with_offsets(empty)
+            assert ids.to_list() == starts.to_list() == ends.to_list() == []
+        assert tokenizer.tokenize(tf.constant("")).numpy().tolist() == []
+    assert results[0] == results[1]
+
+
+def test_the_implementation_is_part_of_the_config(uncased_vocab_path):
+    from keras_bert_zoo.text.tokenizer import tokenizer_ops
+
+    tokenizer = BertTokenizer(vocabulary=uncased_vocab_path, ops="core")
+    assert tokenizer.get_config()["ops"] == "core"
+    restored = BertTokenizer.from_config(tokenizer.get_config())
+    assert restored.ops == "core"
+    with pytest.raises(ValueError, match="core, tensorflow_text"):
+        BertTokenizer(vocabulary=uncased_vocab_path, ops="icu")
+    with tokenizer_ops("tensorflow_text", tokenizer):
+        assert tokenizer.ops == "tensorflow_text"
+    assert tokenizer.ops == "core"
+    # A core detokenization glues continuations as tensorflow-text's does.
+    text_ops = BertTokenizer(vocabulary=uncased_vocab_path)
+    ids = text_ops(tf.constant(["The unbelievable quick fox.", ""]))
+    assert tokenizer.detokenize(ids).numpy().tolist() == text_ops.detokenize(ids).numpy().tolist()

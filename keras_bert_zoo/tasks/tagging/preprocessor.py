@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import keras
 import tensorflow as tf
-import tensorflow_text as tf_text
 
-from keras_bert_zoo.text.offsets import char_offsets, valid_utf8
+from keras_bert_zoo.text.offsets import valid_utf8
 from keras_bert_zoo.text.packer import BertPacker
 from keras_bert_zoo.text.preprocessing_layer import TokenizingPreprocessor
 
@@ -48,29 +47,18 @@ def split_words(sentences):
         is the word. For valid UTF-8 these are Python string indices into the
         sentence itself.
     """
+    from keras_bert_zoo.text import core_wordpiece
     from keras_bert_zoo.text.unicode_tables import unicode_tables
 
-    classes = unicode_tables().classes
     text = valid_utf8(tf.convert_to_tensor(sentences))
-    # regex_split_with_offsets stops at a NUL byte; U+0001 is as long and, like NUL,
-    # a character BERT's cleaning drops, so the split and its offsets are unchanged.
-    _, byte_starts, byte_ends = tf_text.regex_split_with_offsets(
-        tf.strings.regex_replace(text, "\\x00", "\x01"),
-        delim_regex_pattern=classes["split_any"],
-        keep_delim_regex_pattern=classes["split_keep"],
+    # Core TF ops only (no tensorflow-text), so the exported tagging model loads
+    # wherever TensorFlow does.
+    words, starts, ends = core_wordpiece.split_words(text)
+    keep = ~tf.strings.regex_full_match(
+        words.flat_values, unicode_tables().classes["control"] + "+"
     )
-    words = tf.strings.substr(
-        tf.gather(text, byte_starts.value_rowids()),
-        byte_starts.flat_values,
-        byte_ends.flat_values - byte_starts.flat_values,
-    )
-    words = byte_starts.with_flat_values(words)
-    keep = ~tf.strings.regex_full_match(words.flat_values, classes["control"] + "+")
-    words, byte_starts, byte_ends = (
-        tf.ragged.boolean_mask(value, words.with_flat_values(keep))
-        for value in (words, byte_starts, byte_ends)
-    )
-    return (words, *char_offsets(text, byte_starts, byte_ends))
+    keep = words.with_flat_values(keep)
+    return tuple(tf.ragged.boolean_mask(value, keep) for value in (words, starts, ends))
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
