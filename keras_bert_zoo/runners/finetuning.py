@@ -507,12 +507,17 @@ def _write_predictions(task, answers, examples, output_dir, split) -> list[str]:
 
 def huggingface_label_config(task, model) -> dict:
     """`id2label` / `label2id` for config.json when the task names one label per
-    output of the model's classification head (`Task.label_names`)."""
+    output of the model's classification head (`Task.label_names`), and the
+    `problem_type` the task declares (`Task.huggingface_problem_type`)."""
     num_classes = getattr(model, "num_classes", None)  # only classification heads have it
     names = task.label_names
+    update = {}
+    if num_classes and task.huggingface_problem_type is not None:
+        update["problem_type"] = task.huggingface_problem_type
     if not num_classes or not names or len(names) != int(num_classes):
-        return {}
+        return update
     return {
+        **update,
         "id2label": {str(i): str(name) for i, name in enumerate(names)},
         "label2id": {str(name): i for i, name in enumerate(names)},
     }

@@ -411,6 +411,14 @@ class Task(Servable):
                 f"this task's {self.state()} (a model fine-tuned on another task or label set?)"
             )
 
+    @property
+    def huggingface_problem_type(self) -> str | None:
+        """`problem_type` of a Hugging Face `config.json` (`"regression"`,
+        `"single_label_classification"`, `"multi_label_classification"`), which picks the
+        loss `transformers`' `...ForSequenceClassification` trains with; None (default):
+        not a sequence classification, or `transformers`' own guess."""
+        return None
+
     # === Serving (`serving_outputs`, `label_names`, `serving_api`: `Servable`'s) ===
 
     def description(self, tokenizer) -> dict[str, Any]:

@@ -241,3 +241,44 @@ SUBMISSION_FILES = {
     "glue/rte": {"test": "RTE.tsv"},
     "glue/wnli": {"test": "WNLI.tsv"},
 }
+
+
+# === Multi-label and long-document fixtures (text_classification) ===
+
+# Label -> the keyword that carries it; a text holds the keywords of its label set.
+MULTI_LABELS = {"pos": "good", "neg": "bad", "unsure": "maybe"}
+
+
+def multi_label_rows(count: int, seed: int = 0) -> list[tuple[str, tuple[str, ...]]]:
+    """`(text, labels)` rows: each label present with probability one half (at least
+    one), its keyword somewhere in the text; labels in `MULTI_LABELS` order."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(count):
+        labels = ()
+        while not labels:
+            labels = tuple(name for name in MULTI_LABELS if rng.random() < 0.5)
+        words = rng.choices(FILLERS, k=rng.randint(3, 6))
+        for name in labels:
+            words.insert(rng.randint(0, len(words)), MULTI_LABELS[name])
+        rows.append((" ".join(words), labels))
+    return rows
+
+
+def write_multi_label_tsv(path: str, rows, separator: str = ",", labelled: bool = True) -> None:
+    """`text<TAB>labels` with a header; `labels` joined by `separator`."""
+    lines = ["text\tlabels" if labelled else "text"]
+    for text, labels in rows:
+        lines.append(f"{text}\t{separator.join(labels)}" if labelled else text)
+    _write(path, lines)
+
+
+def long_document(rng: random.Random, num_words: int, keyword: str | None) -> tuple[str, int]:
+    """A document of `num_words` filler words with `keyword` at a random word position;
+    returns `(text, position)` (-1 without a keyword)."""
+    words = rng.choices(FILLERS, k=num_words)
+    position = -1
+    if keyword is not None:
+        position = rng.randrange(num_words)
+        words[position] = keyword
+    return " ".join(words), position

@@ -346,7 +346,7 @@ class MnliTask(GlueTask):
     glue_name = "MNLI"
     text_fields = ("premise", "hypothesis")
     label_names = ("contradiction", "entailment", "neutral")
-    options = (
+    options = SentenceTask.options + (
         TaskOption(
             "diagnostic_file",
             None,

@@ -207,34 +207,46 @@ def read_delimited(
 
 
 def read_fasttext(
-    path: str, *, encoding: str = "utf-8", require_labels: bool = True
-) -> list[tuple[int, str | None, str]]:
+    path: str, *, encoding: str = "utf-8", require_labels: bool = True, multi_label: bool = False
+) -> list[tuple[int, str | tuple[str, ...] | None, str]]:
     """`(line_number, label, text)` for each line `__label__<name> <text>` of `path`.
 
     A line without the prefix has label None (allowed only with `require_labels`
-    false, for texts to predict); a line with several labels is an error, since the
-    sentence tasks predict one label per text.
+    false, for texts to predict). With `multi_label` the line may open with several
+    `__label__<name>` tags and `label` is the tuple of their names (fastText's
+    multi-label format); without it, a line with several labels is an error, since
+    single-label classification takes one label per text.
     """
     rows = []
     for number, line in numbered_lines(read_text(path, encoding, description="fastText file")):
-        label = None
+        labels = []
         text = line.strip()
-        if text.startswith(FASTTEXT_LABEL_PREFIX):
+        while text.startswith(FASTTEXT_LABEL_PREFIX):
             token, _, text = text.partition(" ")
             label = token[len(FASTTEXT_LABEL_PREFIX) :]
             text = text.strip()
             if not label:
                 raise InputFileError(f"{path}:{number}: empty label after {FASTTEXT_LABEL_PREFIX}")
-            if text.startswith(FASTTEXT_LABEL_PREFIX):
+            if label in labels:
+                raise InputFileError(f"{path}:{number}: label {label!r} is given twice")
+            labels.append(label)
+            if not multi_label and text.startswith(FASTTEXT_LABEL_PREFIX):
                 raise InputFileError(
                     f"{path}:{number}: several {FASTTEXT_LABEL_PREFIX} labels on one line; "
-                    "text classification takes exactly one label per text"
+                    "text classification takes exactly one label per text "
+                    "(pass --multi_label for several)"
                 )
-        elif require_labels:
+        if not labels and require_labels:
             raise InputFileError(
                 f"{path}:{number}: the line does not start with {FASTTEXT_LABEL_PREFIX}<label>"
             )
         if not text:
             raise InputFileError(f"{path}:{number}: no text after the label")
+        if not labels:
+            label = None
+        elif multi_label:
+            label = tuple(labels)
+        else:
+            label = labels[0]
         rows.append((number, label, text))
     return rows

@@ -1,8 +1,21 @@
 """`SentenceTask`: what every sentence and sentence-pair task shares.
 
-One or two texts in, one label (or one score) out: GLUE and `text_classification`
-differ only in how they read their files and which metrics are official, so the
-features, the model, the answers and the prediction files live here once.
+One or two texts in, one label (or one score, or a set of labels) out: GLUE and
+`text_classification` differ only in how they read their files and which metrics are
+official, so the features, the model, the answers and the prediction files live here
+once.
+
+Long documents (`long_documents`): `truncate` (the default) packs the first
+`max_seq_length` tokens; `windows` cuts the (last) text into overlapping windows
+(`windows.SentenceWindowPreprocessor`), trains every window with its document's label
+and reads one answer per document from the mean or maximum of its windows'
+probabilities (`window_aggregation`; a regression's scores are averaged), in
+`postprocess` and, with the same windows and aggregation in TF ops, in the exported
+`serving_default`, which then takes documents of any length.
+
+Multi-label (`is_multi_label`, `text_classification`'s `multi_label`): a sigmoid per
+label, binary cross-entropy, a label predicted when its probability reaches its
+threshold (`label_thresholds`); see `multi_label` for the metrics.
 """
 
 from __future__ import annotations
@@ -23,13 +36,46 @@ from keras_bert_zoo.tasks.base import (
     SCORE_ANSWER,
     ServingApi,
     Task,
+    TaskOption,
 )
 from keras_bert_zoo.tasks.sentence import metrics as metric_functions
+from keras_bert_zoo.tasks.sentence import multi_label
+from keras_bert_zoo.tasks.sentence.windows import (
+    ROW_INDEX,
+    WINDOW_AGGREGATIONS,
+    SentenceWindowPreprocessor,
+    aggregate_windows,
+    aggregate_windows_tf,
+)
 from keras_bert_zoo.utils.atomic import atomic_open
 
 # Texts are tokenized this many at a time inside `features()`: one preprocessor call
 # per example costs a graph dispatch each.
 PREPROCESS_BATCH_SIZE = 256
+
+# The options every sentence task takes for documents longer than `max_seq_length`.
+WINDOW_OPTIONS = (
+    TaskOption(
+        "long_documents",
+        "truncate",
+        "Sentence tasks: texts longer than max_seq_length are truncated, or cut into "
+        "overlapping windows of the (last) text whose answers are aggregated per text.",
+        choices=("truncate", "windows"),
+    ),
+    TaskOption(
+        "window_stride",
+        64,
+        "WordPieces between the starts of consecutive windows (capped at the window "
+        "length: no overlap).",
+    ),
+    TaskOption(
+        "window_aggregation",
+        "mean",
+        "Sentence tasks with --long_documents=windows: one answer per text from the mean "
+        "or the per-label maximum of its windows' probabilities (regression: mean).",
+        choices=WINDOW_AGGREGATIONS,
+    ),
+)
 
 _METRICS = {
     "accuracy": metric_functions.accuracy,
@@ -47,7 +93,8 @@ class SentenceExample:
     Attributes:
         example_id: unique within its split (`"dev-17"`).
         texts: the texts, in the task's `text_fields` order.
-        label: the gold label name, the gold score (regression), or None (test sets).
+        label: the gold label name, the gold score (regression), the tuple of gold
+            label names (multi-label, in `label_names` order), or None (test sets).
         index: the id the submission file uses (the file's `index`/`id` column, or the
             row number when the file has none).
         source: where it came from (`"path:line"`), for error messages.
@@ -55,7 +102,7 @@ class SentenceExample:
 
     example_id: str
     texts: tuple[str, ...]
-    label: str | float | None = None
+    label: str | float | tuple[str, ...] | None = None
     index: str = ""
     source: str = ""
 
@@ -66,17 +113,22 @@ class SentenceAnswer:
 
     Attributes:
         label: the predicted label name (classification), else None.
-        probabilities: softmax probability of every label, by label name.
+        probabilities: probability of every label, by label name (softmax; sigmoid
+            for multi-label; aggregated over the windows of a windowed document).
         score: the predicted score (regression), else None.
+        labels: the predicted label set (multi-label), in `label_names` order.
     """
 
     label: str | None = None
     probabilities: dict[str, float] | None = None
     score: float | None = None
+    labels: tuple[str, ...] | None = None
 
     @property
-    def prediction(self) -> str | float:
-        """What the submission file holds: the label name, or the score."""
+    def prediction(self) -> str | float | tuple[str, ...]:
+        """What the submission file holds: the label name, the score or the labels."""
+        if self.labels is not None:
+            return self.labels
         return self.score if self.label is None else self.label
 
 
@@ -84,6 +136,10 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     shifted = logits - logits.max(axis=-1, keepdims=True)
     exponentials = np.exp(shifted)
     return exponentials / exponentials.sum(axis=-1, keepdims=True)
+
+
+def sigmoid(logits: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(logits, np.float64)))
 
 
 class SentenceTask(Task):
@@ -105,10 +161,43 @@ class SentenceTask(Task):
     label_names: ClassVar[tuple[str, ...] | None] = None
     metric_names: ClassVar[tuple[str, ...]] = ("accuracy",)
     positive_label: ClassVar[str] = "1"
+    options = WINDOW_OPTIONS
 
     @property
     def is_regression(self) -> bool:
         return self.label_names is None
+
+    @property
+    def is_multi_label(self) -> bool:
+        """Whether a text has a set of labels (a sigmoid each) rather than one."""
+        return False
+
+    @property
+    def label_thresholds(self) -> np.ndarray:
+        """Multi-label: the probability each label needs, in `label_names` order."""
+        return np.full(len(self.label_names), multi_label.DEFAULT_THRESHOLD)
+
+    @property
+    def windowed(self) -> bool:
+        """Whether long texts are cut into windows (`long_documents=windows`)."""
+        return self.option_values.get("long_documents", "truncate") == "windows"
+
+    @property
+    def window_aggregation(self) -> str:
+        """How windows' answers combine: `mean` or `max` (a regression: `mean`)."""
+        if self.is_regression:
+            return "mean"
+        return self.option_values.get("window_aggregation", "mean")
+
+    @property
+    def huggingface_problem_type(self) -> str:
+        return (
+            "regression"
+            if self.is_regression
+            else "multi_label_classification"
+            if self.is_multi_label
+            else "single_label_classification"
+        )
 
     @property
     def num_outputs(self) -> int:
@@ -148,6 +237,14 @@ class SentenceTask(Task):
     def make_preprocessor(self, tokenizer):
         from keras_bert_zoo.text import BertPreprocessor
 
+        if self.windowed:
+            return SentenceWindowPreprocessor(
+                tokenizer,
+                sequence_length=self.max_seq_length,
+                window_stride=self.option_values["window_stride"],
+                num_texts=len(self.text_fields),
+            )
+
         # "longest_first" trims the longer text a token at a time: google-research/bert's
         # _truncate_seq_pair.
         return BertPreprocessor(
@@ -157,6 +254,14 @@ class SentenceTask(Task):
     def encode_label(self, example: SentenceExample):
         if self.is_regression:
             return float(example.label)
+        if self.is_multi_label:
+            unknown = [label for label in example.label if label not in self.label_names]
+            if unknown:
+                raise ValueError(
+                    f"{example.source}: label {unknown[0]!r} is not one of "
+                    f"{list(self.label_names)} ({self.task_name})"
+                )
+            return multi_label.multi_hot([example.label], self.label_names)[0].astype(float)
         try:
             return self.label_names.index(example.label)
         except ValueError:
@@ -166,8 +271,10 @@ class SentenceTask(Task):
             ) from None
 
     def features(self, examples, preprocessor, *, training: bool) -> tf.data.Dataset:
-        """Flat dicts: the three model inputs, `label` (when every example has one) and
-        `example_index` (the example's position in `examples`)."""
+        """Flat dicts: the three model inputs, `label` (when every example has one:
+        int, float score, or 0/1 floats `[num_labels]` for multi-label) and
+        `example_index` (the example's position in `examples`); windowed, one dict per
+        window, with `window_start` and `window_length` (pieces)."""
         examples = list(examples)
         count = len(examples)
         columns = {
@@ -180,8 +287,13 @@ class SentenceTask(Task):
         unlabelled = [example for example in examples if example.label is None]
         if not unlabelled:
             labels = [self.encode_label(example) for example in examples]
-            dtype = tf.float32 if self.is_regression else tf.int32
-            columns["label"] = tf.constant(labels, dtype, shape=[count])
+            if self.is_multi_label:
+                columns["label"] = tf.constant(
+                    np.asarray(labels, np.float32).reshape(count, len(self.label_names))
+                )
+            else:
+                dtype = tf.float32 if self.is_regression else tf.int32
+                columns["label"] = tf.constant(labels, dtype, shape=[count])
         elif len(unlabelled) != count:
             raise ValueError(
                 f"{unlabelled[0].source}: example without a label among labelled ones "
@@ -195,7 +307,12 @@ class SentenceTask(Task):
         def preprocess(batch):
             batch = dict(batch)
             segments = [batch.pop(f"text_{position}") for position in range(num_texts)]
-            return {**pack(*segments), **batch}
+            packed = dict(pack(*segments))
+            if ROW_INDEX in packed:
+                # Windows: each carries its document's label and index.
+                row_index = packed.pop(ROW_INDEX)
+                batch = {key: tf.gather(value, row_index) for key, value in batch.items()}
+            return {**packed, **batch}
 
         dataset = tf.data.Dataset.from_tensor_slices(columns)
         dataset = dataset.batch(PREPROCESS_BATCH_SIZE)
@@ -239,6 +356,8 @@ class SentenceTask(Task):
 
         if self.is_regression:
             return keras.losses.MeanSquaredError()
+        if self.is_multi_label:
+            return keras.losses.BinaryCrossentropy(from_logits=True)
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
     def metrics(self) -> list:
@@ -246,36 +365,43 @@ class SentenceTask(Task):
 
         if self.is_regression:
             return [keras.metrics.MeanAbsoluteError(name="mean_absolute_error")]
+        if self.is_multi_label:
+            # On logits: a positive logit is a probability above 0.5.
+            return [keras.metrics.BinaryAccuracy(name="binary_accuracy", threshold=0.0)]
         return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
 
     # === Answers ===
 
     def postprocess(self, outputs, meta, examples) -> list[SentenceAnswer]:
+        """One answer per example: the probabilities (or score) of its feature, or,
+        windowed, the `window_aggregation` of its windows' probabilities (scores)."""
         logits = np.asarray(outputs, np.float64).reshape(-1, self.num_outputs)
         example_indices = np.asarray(meta["example_index"]).reshape(-1)
-        if logits.shape[0] != example_indices.shape[0]:
-            raise ValueError(
-                f"{logits.shape[0]} model outputs for {example_indices.shape[0]} features"
-            )
-        answers: list[SentenceAnswer | None] = [None] * len(examples)
         if self.is_regression:
-            for example_index, row in zip(example_indices, logits, strict=True):
-                answers[example_index] = SentenceAnswer(score=float(row[0]))
+            values = logits
+        elif self.is_multi_label:
+            values = sigmoid(logits)
         else:
-            probabilities = softmax(logits)
-            predicted = probabilities.argmax(axis=-1)
-            for example_index, row, label_id in zip(
-                example_indices, probabilities, predicted, strict=True
-            ):
-                answers[example_index] = SentenceAnswer(
-                    label=self.label_names[label_id],
-                    probabilities={
-                        name: float(p) for name, p in zip(self.label_names, row, strict=True)
-                    },
+            values = softmax(logits)
+        values = aggregate_windows(values, example_indices, len(examples), self.window_aggregation)
+        if self.is_regression:
+            return [SentenceAnswer(score=float(row[0])) for row in values]
+        answers = []
+        if self.is_multi_label:
+            chosen = values >= self.label_thresholds[np.newaxis, :]
+        for position, row in enumerate(values):
+            probabilities = {name: float(p) for name, p in zip(self.label_names, row, strict=True)}
+            if self.is_multi_label:
+                labels = tuple(
+                    name for name, on in zip(self.label_names, chosen[position], strict=True) if on
                 )
-        missing = [position for position, answer in enumerate(answers) if answer is None]
-        if missing:
-            raise ValueError(f"No model output for {len(missing)} examples (first: {missing[0]})")
+                answers.append(SentenceAnswer(probabilities=probabilities, labels=labels))
+            else:
+                answers.append(
+                    SentenceAnswer(
+                        label=self.label_names[int(row.argmax())], probabilities=probabilities
+                    )
+                )
         return answers
 
     def evaluate(self, answers, examples) -> dict[str, float]:
@@ -286,6 +412,12 @@ class SentenceTask(Task):
             raise ValueError(
                 f"{unlabelled[0].source}: cannot evaluate examples without gold labels "
                 f"({len(unlabelled)} of {len(examples)})"
+            )
+        if self.is_multi_label:
+            return multi_label.multi_label_report(
+                multi_label.multi_hot([example.label for example in examples], self.label_names),
+                multi_label.multi_hot([answer.labels for answer in answers], self.label_names),
+                self.label_names,
             )
         gold = [example.label for example in examples]
         predicted = [answer.prediction for answer in answers]
@@ -309,6 +441,8 @@ class SentenceTask(Task):
         return "predictions.jsonl" if split == "test" else f"predictions_{split}.jsonl"
 
     def _format_prediction(self, answer: SentenceAnswer) -> str:
+        if self.is_multi_label:
+            return ",".join(answer.labels)
         return f"{answer.score:.6f}" if self.is_regression else answer.label
 
     def write_predictions(self, answers, examples, output_dir: str, split: str) -> list[str]:
@@ -328,10 +462,15 @@ class SentenceTask(Task):
                 }
                 if self.is_regression:
                     record["score"] = answer.score
+                elif self.is_multi_label:
+                    record["labels"] = list(answer.labels)
+                    record["probabilities"] = answer.probabilities
                 else:
                     record["label"] = answer.label
                     record["probabilities"] = answer.probabilities
-                if example.label is not None:
+                if example.label is not None and self.is_multi_label:
+                    record["gold_labels"] = list(example.label)
+                elif example.label is not None:
                     record["gold_label"] = example.label
                 f.write(json.dumps(record, ensure_ascii=False) + "\n")
         paths.append(jsonl_path)
@@ -362,9 +501,21 @@ class SentenceTask(Task):
 
     def serving_outputs(self, model, preprocessor):
         """`fn(**texts)`: raw string tensors `[batch]` named `text_fields` to
-        `{"probabilities", "label_id", "label"}` (classification) or `{"score"}`."""
+        `{"probabilities", "label_id", "label"}` (classification), `{"score"}`
+        (regression) or, multi-label, `{"probabilities"` (`[batch, num_labels]`),
+        `"label_mask"` (int32 0/1 `[batch, num_labels]`), `"label_count"` (int32
+        `[batch]`), `"labels"` (string `[batch, max_count]`, the predicted labels in
+        `label_names` order, padded with "")`}`.
+
+        Windowed, each text's windows go through the model and their probabilities
+        (scores) are aggregated per text in TF ops, as `postprocess` does.
+        """
         text_fields = tuple(self.text_fields)
+        input_names = self.model_input_names()
         label_names = None if self.is_regression else tf.constant(list(self.label_names))
+        multi = self.is_multi_label
+        thresholds = tf.constant(self.label_thresholds, tf.float32) if multi else None
+        aggregation = self.window_aggregation
 
         def answer(**texts):
             unknown = sorted(set(texts) - set(text_fields))
@@ -372,13 +523,34 @@ class SentenceTask(Task):
                 raise ValueError(f"Expected the texts {list(text_fields)}, got {sorted(texts)}")
             segments = tuple(tf.convert_to_tensor(texts[name]) for name in text_fields)
             inputs = preprocessor(segments if len(segments) > 1 else segments[0])
-            logits = tf.cast(model(inputs, training=False), tf.float32)
+            logits = tf.cast(
+                model({name: inputs[name] for name in input_names}, training=False), tf.float32
+            )
             if label_names is None:
-                return {SCORE_ANSWER: logits[:, 0]}
-            probabilities = tf.nn.softmax(logits, axis=-1)
-            label_id = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
+                values = logits
+            elif multi:
+                values = tf.sigmoid(logits)
+            else:
+                values = tf.nn.softmax(logits, axis=-1)
+            if ROW_INDEX in inputs:
+                values = aggregate_windows_tf(
+                    values, inputs[ROW_INDEX], tf.shape(segments[0])[0], aggregation
+                )
+            if label_names is None:
+                return {SCORE_ANSWER: values[:, 0]}
+            if multi:
+                chosen = values >= thresholds[tf.newaxis, :]
+                batch = tf.shape(values)[0]
+                names = tf.tile(label_names[tf.newaxis, :], [batch, 1])
+                return {
+                    PROBABILITIES_ANSWER: values,
+                    "label_mask": tf.cast(chosen, tf.int32),
+                    "label_count": tf.reduce_sum(tf.cast(chosen, tf.int32), axis=1),
+                    "labels": tf.ragged.boolean_mask(names, chosen).to_tensor(""),
+                }
+            label_id = tf.argmax(values, axis=-1, output_type=tf.int32)
             return {
-                PROBABILITIES_ANSWER: probabilities,
+                PROBABILITIES_ANSWER: values,
                 "label_id": label_id,
                 "label": tf.gather(label_names, label_id),
             }

@@ -12,6 +12,21 @@ The label set is the `label_names` option, else the labels of the training file
 (sorted; numerically when they are all integers). With `regression=True` the labels
 are numbers and the head predicts one score (MSE; Pearson and Spearman).
 
+Multi-label (`multi_label=True`): a text has a set of labels, read from the label
+column split at `label_separator` (default `,`), from fastText lines opening with
+several `__label__` tags, or from one 0/1 column per label (`label_columns`, which
+implies `multi_label`; a row of zeros is an empty set). A label column or fastText line
+without any label is an error in the training and dev files. The head has one sigmoid
+per label (binary cross-entropy); the metrics are micro-/macro-/per-label F1 and
+subset accuracy (`multi_label`, primary: `micro_f1`). A label is predicted when its
+probability reaches its threshold: 0.5, or the `thresholds_file`'s (`label<TAB>threshold`
+lines), or, with `tune_thresholds`, the one that maximizes the label's F1 on the dev
+split at each evaluation (the `tuned_*` metrics then report the dev set under the new
+thresholds). The thresholds are saved with the model (`state()`), so later
+predictions and the exported model use them.
+
+Long documents: `long_documents=windows` (see `sentence.task`).
+
 A data set that comes as one file gets a held-out split: `heldout_fraction` of each
 label's examples (rounded half up) go to `dev`, picked by a SHA-256 hash of
 `heldout_seed` and the row number, so the split is the same on every machine and in
@@ -35,6 +50,7 @@ train, held_out = task.read("train"), task.read("dev")  # 150 and 50 examples
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import os
@@ -42,15 +58,17 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 from absl import logging
 
 from keras_bert_zoo.tasks.base import TaskOption, register_task
+from keras_bert_zoo.tasks.sentence import multi_label
 from keras_bert_zoo.tasks.sentence.readers import (
     InputFileError,
     read_delimited,
     read_fasttext,
 )
-from keras_bert_zoo.tasks.sentence.task import SentenceExample, SentenceTask
+from keras_bert_zoo.tasks.sentence.task import WINDOW_OPTIONS, SentenceExample, SentenceTask
 
 _FILE_OPTIONS = {"train": "train_file", "dev": "eval_file", "test": "predict_file"}
 _DELIMITER_ALIASES = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";", "pipe": "|"}
@@ -137,6 +155,36 @@ class TextClassificationTask(SentenceTask):
             "training examples held out as the dev split (0: none).",
         ),
         TaskOption("heldout_seed", 12345, "text_classification: seed of the held-out split."),
+        TaskOption(
+            "multi_label",
+            False,
+            "text_classification: each text has a set of labels (a sigmoid per label; "
+            "micro/macro F1).",
+        ),
+        TaskOption(
+            "label_separator",
+            ",",
+            "text_classification --multi_label: separator of the labels inside the label column.",
+        ),
+        TaskOption(
+            "label_columns",
+            None,
+            "text_classification: comma-separated 0/1 columns, one per label (implies "
+            "--multi_label; the column names are the labels).",
+        ),
+        TaskOption(
+            "thresholds_file",
+            None,
+            "text_classification --multi_label: label<TAB>threshold lines, one per label "
+            "(default threshold: 0.5); saved with the model.",
+        ),
+        TaskOption(
+            "tune_thresholds",
+            False,
+            "text_classification --multi_label: at each evaluation, set each label's "
+            "threshold to the one maximizing its F1 on the dev split; saved with the model.",
+        ),
+        *WINDOW_OPTIONS,
     )
 
     def __init__(self, task_name=None, data_dir=None, **kwargs):
@@ -153,6 +201,23 @@ class TextClassificationTask(SentenceTask):
         self.heldout_fraction = fraction
         self.heldout_seed = int(options["heldout_seed"])
         self.regression = bool(options["regression"])
+        self.label_columns: tuple[str, ...] | None = None
+        if options["label_columns"]:
+            self.label_columns = tuple(
+                name.strip() for name in options["label_columns"].split(",") if name.strip()
+            )
+            if len(set(self.label_columns)) != len(self.label_columns):
+                raise ValueError(f"label_columns lists a column twice: {options['label_columns']}")
+        self.multi_label = bool(options["multi_label"]) or self.label_columns is not None
+        if self.multi_label and self.regression:
+            raise ValueError("multi_label and regression exclude each other")
+        if not self.multi_label and (options["thresholds_file"] or options["tune_thresholds"]):
+            raise ValueError("thresholds_file and tune_thresholds need multi_label=True")
+        if self.multi_label and not options["label_separator"]:
+            raise ValueError("label_separator must not be empty")
+        if self.multi_label:
+            self.primary_metric = "micro_f1"
+        self._thresholds: np.ndarray | None = None
         self.text_fields = ("text", "text_pair") if options["text_pair_column"] else ("text",)
         if self.regression:
             self.primary_metric = "spearman"
@@ -161,10 +226,17 @@ class TextClassificationTask(SentenceTask):
                 raise ValueError("label_names makes no sense with regression=True")
         self._label_names: tuple[str, ...] | None = None
         if options["label_names"]:
+            if self.label_columns is not None:
+                raise ValueError("Pass label_names or label_columns, not both")
             names = tuple(name.strip() for name in options["label_names"].split(","))
-            if len(set(names)) != len(names) or not all(names) or len(names) < 2:
-                raise ValueError(f"label_names must list two or more distinct names, got {names}")
+            fewest = 1 if self.multi_label else 2
+            if len(set(names)) != len(names) or not all(names) or len(names) < fewest:
+                raise ValueError(
+                    f"label_names must list {fewest} or more distinct names, got {names}"
+                )
             self._label_names = names
+        if self.label_columns is not None:
+            self._label_names = self.label_columns
         self._cache: dict[str, list[SentenceExample]] = {}
 
     # === Labels ===
@@ -172,6 +244,27 @@ class TextClassificationTask(SentenceTask):
     @property
     def is_regression(self) -> bool:
         return self.regression
+
+    @property
+    def is_multi_label(self) -> bool:
+        return self.multi_label
+
+    @property
+    def label_thresholds(self) -> np.ndarray:
+        """Multi-label: each label's threshold: tuned or restored, else the
+        `thresholds_file`'s, else 0.5."""
+        if self._thresholds is None:
+            given = self.option_values["thresholds_file"]
+            if given:
+                path = given
+                if self.data_dir and not os.path.isabs(given):
+                    path = os.path.join(self.data_dir, given)
+                self._thresholds = multi_label.read_thresholds_file(
+                    path, self.label_names, self.encoding
+                )
+            else:
+                return super().label_thresholds
+        return self._thresholds
 
     @property
     def label_names(self) -> tuple[str, ...] | None:
@@ -185,8 +278,15 @@ class TextClassificationTask(SentenceTask):
             examples = self._read_file_examples("train")
             if not examples:
                 raise ValueError(f"{self.task_name}: the training file has no examples")
-            self._label_names = _sorted_labels(example.label for example in examples)
-            if len(self._label_names) < 2:
+            if self.multi_label:
+                self._label_names = _sorted_labels(
+                    label for example in examples for label in example.label
+                )
+            else:
+                self._label_names = _sorted_labels(example.label for example in examples)
+            if self.multi_label and not self._label_names:
+                raise ValueError(f"{self.file_path('train')}: no example has a label")
+            if not self.multi_label and len(self._label_names) < 2:
                 raise ValueError(
                     f"{self.file_path('train')}: every example has the label "
                     f"{self._label_names[0]!r}; classification needs two labels or more"
@@ -206,6 +306,12 @@ class TextClassificationTask(SentenceTask):
             )
         if self.regression:
             return
+        if bool(state.get("multi_label")) != self.multi_label:
+            raise ValueError(
+                f"{self.task_name}: the saved model is "
+                f"{'multi-label' if state.get('multi_label') else 'single-label'} but "
+                f"multi_label={self.multi_label}"
+            )
         names = tuple(state.get("label_names") or ())
         if self._label_names is not None and self._label_names != names:
             raise ValueError(
@@ -213,6 +319,25 @@ class TextClassificationTask(SentenceTask):
                 f"saved model's {list(names)}"
             )
         self._label_names = names
+        if self.multi_label:
+            thresholds = state.get("thresholds")
+            if (
+                not isinstance(thresholds, list)
+                or len(thresholds) != len(names)
+                or not all(isinstance(t, int | float) and 0.0 < t < 1.0 for t in thresholds)
+            ):
+                raise ValueError(
+                    f"{self.task_name}: the saved thresholds {thresholds} are not one number "
+                    f"in (0, 1) per label of {list(names)}"
+                )
+            self._thresholds = np.asarray(thresholds, np.float64)
+
+    def state(self) -> dict[str, Any]:
+        state = super().state()
+        if self.multi_label:
+            state["multi_label"] = True
+            state["thresholds"] = [float(t) for t in self.label_thresholds]
+        return state
 
     # === Files ===
 
@@ -261,8 +386,20 @@ class TextClassificationTask(SentenceTask):
             return "\t" if file_format == "tsv" else ","
         return _DELIMITER_ALIASES.get(given.lower(), given)
 
-    def _parse_label(self, value: str, where: str) -> str | float:
+    def _parse_label(self, value: str, where: str) -> str | float | tuple[str, ...]:
         value = value.strip()
+        if self.multi_label:
+            labels = tuple(
+                label.strip() for label in value.split(self.option_values["label_separator"])
+            )
+            if not value or not all(labels):
+                raise InputFileError(
+                    f"{where}: empty label in {value!r} (labels separated by "
+                    f"{self.option_values['label_separator']!r})"
+                )
+            if len(set(labels)) != len(labels):
+                raise InputFileError(f"{where}: a label is given twice in {value!r}")
+            return labels
         if self.regression:
             try:
                 score = float(value)
@@ -291,7 +428,10 @@ class TextClassificationTask(SentenceTask):
             rows = [
                 (number, label, (text,))
                 for number, label, text in read_fasttext(
-                    path, encoding=self.encoding, require_labels=labelled
+                    path,
+                    encoding=self.encoding,
+                    require_labels=labelled,
+                    multi_label=self.multi_label,
                 )
             ]
         else:
@@ -299,11 +439,15 @@ class TextClassificationTask(SentenceTask):
         examples = []
         for row_number, (line, label, texts) in enumerate(rows):
             where = f"{path}:{line}"
+            if label is not None and not isinstance(label, str):  # already parsed
+                parsed = tuple(label)
+            else:
+                parsed = None if label is None else self._parse_label(label, where)
             examples.append(
                 SentenceExample(
                     example_id=f"{file_split}-{row_number}",
                     texts=texts,
-                    label=None if label is None else self._parse_label(label, where),
+                    label=parsed,
                     index=str(row_number),
                     source=where,
                 )
@@ -325,6 +469,8 @@ class TextClassificationTask(SentenceTask):
         if options["text_pair_column"]:
             columns.append(options["text_pair_column"])
         text_positions = [table.column_index(column) for column in columns]
+        if self.label_columns is not None:
+            return self._read_label_columns(table, text_positions, labelled)
         label_position = table.column_index(options["label_column"], required=labelled)
         return [
             (
@@ -334,6 +480,31 @@ class TextClassificationTask(SentenceTask):
             )
             for line, fields in table.rows
         ]
+
+    def _read_label_columns(self, table, text_positions, labelled: bool):
+        """Rows of a file with one 0/1 column per label (`label_columns`)."""
+        positions = [table.column_index(column, required=labelled) for column in self.label_columns]
+        present = [position is not None for position in positions]
+        if any(present) and not all(present):
+            missing = [c for c, p in zip(self.label_columns, present, strict=True) if not p]
+            raise InputFileError(f"{table.path}:1: the label column(s) {missing} are missing")
+        rows = []
+        for line, fields in table.rows:
+            texts = tuple(fields[position] for position in text_positions)
+            if not all(present):
+                rows.append((line, None, texts))
+                continue
+            labels = []
+            for column, position in zip(self.label_columns, positions, strict=True):
+                value = fields[position].strip()
+                if value not in ("0", "1"):
+                    raise InputFileError(
+                        f"{table.path}:{line}: column {column!r} holds {value!r}, not 0 or 1"
+                    )
+                if value == "1":
+                    labels.append(column)
+            rows.append((line, tuple(labels), texts))
+        return rows
 
     # === Reading ===
 
@@ -371,7 +542,10 @@ class TextClassificationTask(SentenceTask):
                 )
                 for example in examples
             ]
-        if not self.regression:
+        if self.multi_label:
+            examples = self._checked_label_sets(examples)
+            self.label_thresholds  # noqa: B018 - a bad thresholds file fails before any write
+        elif not self.regression:
             label_names = self.label_names
             for example in examples:
                 if example.label is not None and example.label not in label_names:
@@ -382,3 +556,46 @@ class TextClassificationTask(SentenceTask):
                     )
         logging.info("%s %s: %d examples", self.task_name, split, len(examples))
         return examples
+
+    def _checked_label_sets(self, examples: list[SentenceExample]) -> list[SentenceExample]:
+        """Multi-label examples with their labels checked and in `label_names` order."""
+        label_names = self.label_names
+        checked = []
+        for example in examples:
+            if example.label is None:
+                checked.append(example)
+                continue
+            for label in example.label:
+                if label not in label_names:
+                    raise InputFileError(
+                        f"{example.source}: label {label!r} is not one of {list(label_names)} "
+                        "(the labels of the training data, --label_names or --label_columns)"
+                    )
+            ordered = tuple(name for name in label_names if name in example.label)
+            checked.append(dataclasses.replace(example, label=ordered))
+        return checked
+
+    # === Evaluation ===
+
+    def evaluate(self, answers, examples) -> dict[str, float]:
+        """The metrics; multi-label with `tune_thresholds`, also tunes each label's
+        threshold on these answers (kept in `state()`) and adds the `tuned_*` figures."""
+        results = super().evaluate(answers, examples)
+        if self.multi_label and self.option_values["tune_thresholds"]:
+            names = self.label_names
+            probabilities = np.array(
+                [[answer.probabilities[name] for name in names] for answer in answers]
+            )
+            gold = multi_label.multi_hot([example.label for example in examples], names)
+            self._thresholds = multi_label.tune_thresholds(probabilities, gold)
+            tuned = multi_label.multi_label_report(
+                gold, probabilities >= self._thresholds[np.newaxis, :], names
+            )
+            for key in ("micro_f1", "macro_f1", "subset_accuracy"):
+                results[f"tuned_{key}"] = tuned[key]
+            logging.info(
+                "%s: tuned thresholds %s",
+                self.task_name,
+                dict(zip(names, np.round(self._thresholds, 4).tolist(), strict=True)),
+            )
+        return results
