@@ -36,6 +36,17 @@ _ACTIVATIONS = {
 }
 ACTIVATION_NAMES = tuple(_ACTIVATIONS)
 
+# The same activations in the input's own dtype, for inference: after a 2-D matmul and
+# its bias, TensorFlow's CPU graph rewriter hands all three to one oneDNN kernel, which
+# computes the activation in float32 internally whatever the input dtype (see
+# `TransformerEncoderBlock._dense`). Names missing here have no fused form.
+_FUSABLE_ACTIVATIONS = {
+    "gelu": lambda x: keras.ops.gelu(x, approximate=False),
+    "gelu_approximate": lambda x: keras.ops.gelu(x, approximate=True),
+    "relu": keras.ops.relu,
+    "linear": lambda x: x,
+}
+
 
 def check_activation(name: str, field: str = "activation") -> str:
     """Returns `name` if it is one of `ACTIVATION_NAMES`; raises a ValueError naming `field`."""
@@ -53,3 +64,8 @@ def apply_activation(name: str, x):
         x: tensor.
     """
     return _ACTIVATIONS[check_activation(name)](x)
+
+
+def fusable_activation(name: str):
+    """`name`'s activation in the input dtype (the form a matmul fuses), or None."""
+    return _FUSABLE_ACTIVATIONS.get(check_activation(name))

