@@ -1,311 +1,45 @@
-"""The README's commands, run as a new user runs them: in order, each in a fresh process,
-exactly as written, at small sizes.
-
-Every shell command of the README's sections "Tools", "Fine-tuning", "Serving",
-"Pretraining" and "Training on several machines" is read from README.md and run with
-`subprocess` (no shell: bash's quoting is applied with `shlex`, so a quoted glob reaches
-the tool unexpanded, as in bash). What the test changes, and only that:
-
-- it runs in a working directory that holds `tools/` (a link to this checkout's) and the
-  inputs the commands name: data sets in
-  their official layouts (GLUE, a reviews CSV, SQuAD, CoNLL-2003, SWAG; small
-  fixtures), two tiny google-research/bert checkpoints under the release names, a
-  MediaWiki dump cut from the real one gensim ships and text gensim ships;
-- `/tmp/` and `/shared/` in a command become directories of that working directory, and
-  the cluster's `host1:12345`, `host2:12345` two free ports on 127.0.0.1 (both workers
-  run at once);
-- `python` is this interpreter;
-- flags appended at the end make the runs small (absl keeps a flag's last value):
-  `SIZE_FLAGS` below. Nothing else of a command is changed.
-
-The commands this test cannot run are listed in `NOT_RUN` with the reason; any other
-command the README gains is run, or the test fails asking for it.
+"""The README's commands, run as a new user runs them (see readme_commands_helpers.py):
+that every command is run by one of tests/test_readme_commands*.py or says why not, and
+the sections "Tools" and "Serving" (whose first export is the model Tools fine-tuned),
+in order. "Fine-tuning", "Pretraining" and "Training on several machines" run in
+test_readme_commands_finetuning.py, _pretraining.py and _machines.py, at the same time
+as this file under pytest-xdist.
 """
 
-from __future__ import annotations
-
-import bz2
-import csv
 import json
-import os
 import pathlib
-import random
 import re
-import shlex
-import sys
 
-import child_process
 import pytest
+import readme_commands_helpers as readme
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "tests" / "tasks"))
-import finetuning_test_helpers as helpers  # noqa: E402
-import qa_test_helpers  # noqa: E402
-import sentence_fixtures  # noqa: E402
-
-SECTIONS = (
-    "Tools",
-    "Fine-tuning",
-    "Serving",
-    "Pretraining",
-    "Training on several machines",
-)
-
-# Commands that are not run here (a pattern searched in the command) and why.
-NOT_RUN = {
-    r"^docker run ": "needs Docker and the tensorflow/serving image; the C++ loader that TF "
-    "Serving uses is tested in tests/serving/test_native.py",
-    r"--distribution_strategy=tpu": "needs a TPU",
-}
-
-# Flags appended to make a run small; the key is the tool, the value a function of the
-# command's arguments. Sizes only: steps, batches, lengths, the architecture of runs
-# from scratch.
-_FINETUNING_SIZE = [
-    "--num_train_steps=2",
-    "--train_batch_size=4",
-    "--eval_batch_size=8",
-    "--predict_batch_size=8",
-    "--max_seq_length=64",
-    "--progress=log",
-]
-_QUESTION_ANSWERING_SIZE = ["--doc_stride=32", "--max_query_length=16"]
-_PRETRAINING_SIZE = [
-    "--train_batch_size=4",
-    "--num_train_steps=2",
-    "--num_warmup_steps=1",
-    "--eval_steps=1",
-    "--eval_batch_size=4",
-    "--progress=log",
-]
-
-
-def size_flags(tool: str, args: list[str]) -> list[str]:
-    if tool == "run_finetuning.py":
-        if any(arg in ("--mode=eval", "--mode=predict") for arg in args):
-            return []  # the fine-tuned model keeps its own sizes
-        extra = list(_FINETUNING_SIZE)
-        if any(arg.startswith("--task=squad") for arg in args):
-            extra += _QUESTION_ANSWERING_SIZE
-        return extra
-    if tool == "run_pretraining.py":
-        extra = list(_PRETRAINING_SIZE)
-        if any(arg.startswith("--preset=") for arg in args):
-            extra.append("--preset=bert_tiny_uncased")
-        return extra
-    if tool == "build_vocab.py":
-        return ["--vocab_size=3000"]
-    if tool == "create_pretraining_data.py":
-        return ["--dupe_factor=2"]
-    return []
-
-
-# === Reading the README ===
-
-
-def readme_commands() -> list[tuple[str, str]]:
-    """`(section, command)` for every command of `SECTIONS`' bash blocks, in order:
-    continuation lines joined, comments dropped."""
-    commands, section, in_block, pending = [], None, False, ""
-    for line in (REPO_ROOT / "README.md").read_text(encoding="utf-8").splitlines():
-        heading = re.match(r"^#{2,3} (.+)$", line)
-        if heading and not in_block:
-            section = heading.group(1).strip()
-            continue
-        if line.startswith("```"):
-            in_block = line.strip() == "```bash" and not in_block and section in SECTIONS
-            continue
-        if not in_block or line.lstrip().startswith("#") or not line.strip():
-            continue
-        pending += line.rstrip()
-        if pending.endswith("\\"):
-            pending = pending[:-1] + " "
-            continue
-        commands.append((section, re.sub(r"\s+", " ", pending).strip()))
-        pending = ""
-    return commands
-
-
-def _not_run_reason(command: str) -> str | None:
-    for pattern, reason in NOT_RUN.items():
-        if re.search(pattern, command):
-            return reason
-    return None
-
-
-# === The working directory ===
-
-
-def _gensim_file(name: str) -> pathlib.Path:
-    import gensim
-
-    return pathlib.Path(gensim.__file__).parent / "test" / "test_data" / name
-
-
-def _write_mediawiki_dump(path: pathlib.Path, pages: int = 4) -> None:
-    """The first `pages` articles of gensim's real English Wikipedia dump, as a dump."""
-    with bz2.open(_gensim_file(WIKI_DUMP), "rt", encoding="utf-8") as f:
-        text = f.read()
-    head, _, rest = text.partition("<page>")
-    bodies = rest.split("<page>")[:pages]
-    bodies[-1] = bodies[-1].split("</page>")[0] + "</page>\n"
-    with bz2.open(path, "wt", encoding="utf-8") as f:
-        f.write(head + "".join("<page>" + body for body in bodies) + "</mediawiki>\n")
-
-
-WIKI_DUMP = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
-
-
-def _write_text_files(work: pathlib.Path) -> None:
-    # Real news text: lee_background.cor for the vocabulary, lee.cor as held-out text
-    # (one document a line: blank lines between them, as create_pretraining_data reads).
-    (work / "corpus").mkdir()
-    background = _gensim_file("lee_background.cor").read_bytes().decode("latin-1").splitlines()
-    (work / "corpus" / "lee_background.txt").write_text(
-        "\n".join(background[:40]) + "\n", encoding="utf-8"
-    )
-    heldout = _gensim_file("lee.cor").read_bytes().decode("latin-1").splitlines()[:12]
-    (work / "heldout.txt").write_text("\n\n".join(heldout) + "\n", encoding="utf-8")
-    sentences = _gensim_file("pang_lee_polarity.cor").read_bytes().decode("latin-1")
-    rows = [line.split(" ", 1) for line in sentences.splitlines() if line.strip()]
-    reviews = [row for row in rows if row[0] == "__label__pos"][:30]
-    reviews += [row for row in rows if row[0] == "__label__neg"][:30]
-    random.Random(0).shuffle(reviews)
-    (work / "sentences.txt").write_text(
-        "\n".join(text for _, text in reviews[:6]) + "\n", encoding="utf-8"
-    )
-    (work / "data").mkdir()
-    with open(work / "data" / "reviews.csv", "w", encoding="utf-8", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["review", "stars"])
-        for label, text in reviews:
-            writer.writerow([text, "5" if label == "__label__pos" else "1"])
-
-
-def _write_task_data(work: pathlib.Path) -> None:
-    sentence_fixtures.write_glue(str(work / "glue_data"))
-    squad_tests = qa_test_helpers.load_local_module("test_question_answering_end_to_end.py")
-    (work / "squad").mkdir()
-    rng = random.Random(0)
-    for split in ("train", "dev"):
-        qa_test_helpers.write_squad(
-            work / "squad" / f"{split}-v1.1.json", squad_tests.make_paragraphs(rng, 4, False)
-        )
-    tagging_tests = qa_test_helpers.load_local_module("test_tagging.py")
-    (work / "conll2003").mkdir()
-    for seed, split in enumerate(("eng.train", "eng.testa", "eng.testb")):
-        tagging_tests.write_conll(
-            work / "conll2003" / split, tagging_tests.make_sentences(seed, 12)
-        )
-    choice_tests = qa_test_helpers.load_local_module("test_multiple_choice.py")
-    (work / "swagaf" / "data").mkdir(parents=True)
-    for seed, split in enumerate(("train", "val", "test")):
-        choice_tests.write_swag(
-            work / "swagaf" / "data" / f"{split}.csv",
-            choice_tests.swag_rows(seed, 12, labelled=split != "test"),
-            labelled=split != "test",
-        )
-
-
-def _write_checkpoints(work: pathlib.Path) -> None:
-    """Tiny random BERTs with the pretraining heads, in the google-research/bert layout,
-    under the release names the README uses; the vocabulary is the real uncased one of
-    the demo model."""
-    import keras
-
-    from keras_bert_zoo.checkpoints import save_pretrained
-    from keras_bert_zoo.models import BertEncoder, BertPretrainer
-    from keras_bert_zoo.tasks.feature_extraction import demo_model_dir
-
-    vocab_file = os.path.join(demo_model_dir(), "vocab.txt")
-    with open(vocab_file, encoding="utf-8") as f:
-        vocab_size = sum(1 for _ in f)
-    for seed, name in enumerate(("uncased_L-12_H-768_A-12", "cased_L-12_H-768_A-12")):
-        keras.utils.set_random_seed(seed)
-        encoder = BertEncoder(
-            vocab_size=vocab_size,
-            **{**helpers.TINY_ENCODER, "num_layers": 2, "max_position_embeddings": 128},
-        )
-        save_pretrained(BertPretrainer(encoder), str(work / name), vocab_file=vocab_file)
+TESTS = pathlib.Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
-    work = tmp_path_factory.mktemp("readme")
-    # The README's commands run from a clone's root, with the data beside tools/.
-    (work / "tools").symlink_to(REPO_ROOT / "tools")
-    _write_text_files(work)
-    _write_task_data(work)
-    _write_checkpoints(work)
-    _write_mediawiki_dump(work / "enwiki-1.xml.bz2")
-    return work
-
-
-# === Running a command ===
-
-
-def _argv(command: str, work: pathlib.Path, ports: dict[str, int]) -> tuple[dict, list[str]]:
-    """`(environment additions, argv)` of a README command, with the substitutions of
-    the module docstring."""
-    command = command.replace("/tmp/", f"{work}/tmp/").replace("/shared/", f"{work}/shared/")
-    for host, port in ports.items():
-        command = command.replace(host, f"127.0.0.1:{port}")
-    words = shlex.split(command)
-    env = {}
-    while words and re.match(r"^[A-Z_]+=", words[0]):
-        name, _, value = words.pop(0).partition("=")
-        env[name] = value
-    assert words[0] == "python", command
-    tool = pathlib.Path(words[1]).name
-    args = words[2:]
-    return env, [sys.executable, words[1], *args, *size_flags(tool, args)]
-
-
-def run_section(section: str, work: pathlib.Path) -> dict[str, str]:
-    """Runs `section`'s commands in order; consecutive commands with `TF_CONFIG` (the
-    workers of one cluster) run at the same time. Returns `{command: output}`."""
-    commands = [c for s, c in readme_commands() if s == section and not _not_run_reason(c)]
-    assert commands, f"README section {section!r} has no command"
-    outputs, index = {}, 0
-    while index < len(commands):
-        group = [commands[index]]
-        while (
-            commands[index].startswith("TF_CONFIG=")
-            and index + len(group) < len(commands)
-            and commands[index + len(group)].startswith("TF_CONFIG=")
-        ):
-            group.append(commands[index + len(group)])
-        ports = dict(zip(("host1:12345", "host2:12345"), child_process.free_ports(2), strict=True))
-        runs = [_argv(command, work, ports) for command in group]
-        codes, group_outputs = child_process.run_together(
-            [argv for _, argv in runs],
-            [child_process.environment(extra_env) for extra_env, _ in runs],
-            timeout=420,
-            cwd=work,
-        )
-        for command, code, output in zip(group, codes, group_outputs, strict=True):
-            assert code == 0, f"{command}\nexit {code}:\n{output[-4000:]}"
-            outputs[command] = output
-        index += len(group)
-    return outputs
-
-
-# === The tests, in the README's order ===
+    return readme.make_work(tmp_path_factory)
 
 
 def test_every_readme_command_is_run_or_says_why_not():
-    commands = readme_commands()
+    commands = readme.readme_commands()
     sections = {section for section, _ in commands}
-    assert sections == set(SECTIONS), sections
-    skipped = [c for _, c in commands if _not_run_reason(c)]
-    assert len(skipped) == len(NOT_RUN), (skipped, list(NOT_RUN))
+    assert sections == set(readme.SECTIONS) == set(readme.SECTION_TESTS), sections
+    skipped = [c for _, c in commands if readme._not_run_reason(c)]
+    assert len(skipped) == len(readme.NOT_RUN), (skipped, list(readme.NOT_RUN))
     for _, command in commands:
-        if not _not_run_reason(command):
+        if not readme._not_run_reason(command):
             assert re.match(r"^(TF_CONFIG='[^']+' )?python tools/\w+\.py( |$)", command), command
+    # Each section is run, by the file that SECTION_TESTS names, and by no other.
+    runs = {}
+    for path in sorted(TESTS.glob("test_readme_commands*.py")):
+        for section in re.findall(r"run_section\(\s*\"([^\"]+)\"", path.read_text("utf-8")):
+            runs.setdefault(section, []).append(path.name)
+    assert runs == {section: [name] for section, name in readme.SECTION_TESTS.items()}, runs
 
 
 def test_tools(work):
-    outputs = run_section("Tools", work)
+    outputs = readme.run_section("Tools", work)
     assert (work / "tmp" / "mrpc" / "finetuned" / "model.keras").is_file()
     features = [json.loads(line) for line in (work / "features.jsonl").read_text().splitlines()]
     assert len(features) == 6
@@ -314,27 +48,11 @@ def test_tools(work):
     assert any("bert_base_uncased" in output for output in outputs.values())
 
 
-def test_fine_tuning(work):
-    run_section("Fine-tuning", work)
-    tmp = work / "tmp"
-    assert {p.name for p in (tmp / "mnli" / "predictions").iterdir()} >= {
-        "MNLI-m.tsv",
-        "MNLI-mm.tsv",
-        "AX.tsv",
-    }
-    results = json.loads((tmp / "mnli" / "eval_results.json").read_text())
-    assert results["model"].endswith("finetuned") and "dev_matched" in results["results"]
-    for name in ("reviews", "squad", "ner", "swag"):
-        assert (tmp / name / "finetuned" / "model.keras").is_file(), name
-    assert (tmp / "squad" / "predictions" / "predictions.json").is_file() or list(
-        (tmp / "squad" / "predictions").glob("predictions*.json")
-    )
-
-
 def test_serving(work):
-    """Export of the fine-tuned directory of an earlier process, then its answers on raw
-    text from another process: each label's probability, the label the model gives."""
-    outputs = run_section("Serving", work)
+    """Export of the fine-tuned directory of an earlier process (test_tools'), then its
+    answers on raw text from another process: each label's probability, the label the
+    model gives."""
+    outputs = readme.run_section("Serving", work)
     assert (work / "exports" / "glue_mrpc" / "1" / "saved_model.pb").is_file()
     assert (work / "exports" / "bert_mlm" / "1" / "saved_model.pb").is_file()
     assert (work / "hub" / "bert").is_dir()
@@ -343,24 +61,3 @@ def test_serving(work):
     assert probabilities, answer[-2000:]
     values = [float(v) for v in re.split(r"[,\s]+", probabilities[0].strip()) if v]
     assert len(values) == 2 and abs(sum(values) - 1) < 1e-4, answer[-2000:]
-
-
-def test_pretraining(work):
-    run_section("Pretraining", work)
-    tmp = work / "tmp"
-    for phase in ("phase1", "phase2"):
-        results = json.loads((tmp / phase / "eval_results.json").read_text())
-        assert results["step"] == 2, results
-    assert (tmp / "phase2" / "export_google" / "bert_config.json").is_file()
-    assert (tmp / "mrpc_phase2" / "finetuned" / "model.keras").is_file()
-    assert (work / "exports" / "mrpc_phase2" / "1" / "saved_model.pb").is_file()
-
-
-def test_training_on_several_machines(work):
-    """Two workers on 127.0.0.1, as the README's TF_CONFIGs describe: both finish; the
-    chief wrote the evaluation and the fine-tuned model."""
-    run_section("Training on several machines", work)
-    output_dir = work / "shared" / "mrpc"
-    results = json.loads((output_dir / "eval_results.json").read_text())
-    assert set(results["results"]) == {"dev"}, results
-    assert (output_dir / "finetuned" / "model.keras").is_file()

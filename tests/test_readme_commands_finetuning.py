@@ -1,0 +1,35 @@
+"""The README's section "Fine-tuning", run as a new user runs it (see
+readme_commands_helpers.py): in order, each command in a fresh process, after the
+command of "Tools" that makes the Hugging Face copy (`bert_hf`) that one of them
+fine-tunes."""
+
+import json
+
+import pytest
+import readme_commands_helpers as readme
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    return readme.make_work(tmp_path_factory)
+
+
+def test_fine_tuning(work):
+    readme.run_commands("Tools", work, pattern=r"tools/convert_checkpoint\.py .*--output=bert_hf")
+    readme.run_section("Fine-tuning", work)
+    tmp = work / "tmp"
+    assert {p.name for p in (tmp / "mnli" / "predictions").iterdir()} >= {
+        "MNLI-m.tsv",
+        "MNLI-mm.tsv",
+        "AX.tsv",
+    }
+    results = json.loads((tmp / "mnli" / "eval_results.json").read_text())
+    assert results["model"].endswith("finetuned") and "dev_matched" in results["results"]
+    topics = json.loads((tmp / "topics" / "eval_results.json").read_text())["results"]
+    assert {"micro_f1", "macro_f1", "subset_accuracy"} <= set(next(iter(topics.values())))
+    assert (tmp / "long_reviews" / "finetuned" / "model.keras").is_file()
+    for name in ("reviews", "squad", "ner", "swag"):
+        assert (tmp / name / "finetuned" / "model.keras").is_file(), name
+    assert (tmp / "squad" / "predictions" / "predictions.json").is_file() or list(
+        (tmp / "squad" / "predictions").glob("predictions*.json")
+    )
