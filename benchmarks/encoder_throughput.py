@@ -20,6 +20,11 @@ everywhere:
 - Hugging Face torch `transformers.BertModel(BertConfig(...))` (`hidden_act="gelu_new"`,
   the tanh GELU both Keras models use), `eval()` + `torch.inference_mode()`, with
   `attn_implementation="sdpa"` and `"eager"`.
+- `--reviews`: instead, the CPU serving workload of issue 26 (`_minilm_reviews.py`): the
+  real MiniLM on 64 real sentences, ours in float32 and `mixed_bfloat16` (graph, XLA,
+  padding-free) beside Hugging Face torch float32, `torch.autocast(bfloat16)` (also
+  under `torch.compile`) and ONNX Runtime's int8 MiniLM, with each one's cosine to
+  Hugging Face float32.
 - optionally (`--bf16`) ours under the `mixed_bfloat16` policy (default predict and XLA)
   as a sanity point; it is not counted as "ours best" (different numerics).
 
@@ -84,6 +89,13 @@ def parse_args(argv=None):
         "--peers",
         default=",".join(PEERS),
         help=f"comma-separated subset of {','.join(PEERS)}",
+    )
+    p.add_argument(
+        "--reviews",
+        action="store_true",
+        help="instead of the shapes: the real MiniLM on 64 real review sentences beside HF "
+        "torch float32 / autocast bfloat16 / torch.compile and ONNX Runtime int8 "
+        "(benchmarks/_minilm_reviews.py)",
     )
     p.add_argument(
         "--bf16",
@@ -272,10 +284,13 @@ def describe_environment(args, onednn_set):
         f"timing: median of {args.repeats} interleaved calls after {args.warmup} warm-up "
         f"call(s) per configuration",
     ]
-    if "keras_hub" in args.peers:
-        import keras_hub
-
-        lines.append(f"keras-hub {keras_hub.__version__}")
+    if "keras_hub" in args.peers and not args.reviews:
+        try:
+            import keras_hub
+        except ImportError:
+            lines.append("keras-hub: not installed")
+        else:
+            lines.append(f"keras-hub {keras_hub.__version__}")
     if "hf" in args.peers:
         import torch
         import transformers
@@ -435,6 +450,12 @@ def main(argv=None):
     print("# Encoder forward throughput")
     for line in describe_environment(args, onednn_set):
         print(line)
+    if args.reviews:
+        from benchmarks import _minilm_reviews
+
+        rows = _minilm_reviews.run_workload(repeats=args.repeats)
+        _minilm_reviews.report(rows)
+        return
     rows = []
     for preset, batch_size, seq_len in args.shapes:
         rows.extend(benchmark_shape(args, preset, batch_size, seq_len, tf))

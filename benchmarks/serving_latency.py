@@ -102,6 +102,9 @@ def timed(fn):
 # === Configurations ===
 
 
+BFLOAT16_NAME = "ours serving_default, --precision=bfloat16 (raw text)"
+
+
 def raw_text_name(ops):
     default = " (the default)" if ops == DEFAULT_EXPORT_TOKENIZER_OPS else ""
     return f"ours serving_default, {ops} tokenizer{default} (raw text)"
@@ -126,6 +129,12 @@ def ours(export_dir):
         )
         print(f"export ({ops} tokenizer): {time.perf_counter() - start:.1f} s -> {exported.path}")
         signatures[ops] = tf.saved_model.load(exported.path).signatures
+    start = time.perf_counter()
+    exported = serving.export_saved_model(
+        export_dir, "sst2_minilm_bfloat16", task, model, tokenizer, precision="bfloat16"
+    )
+    print(f"export (bfloat16): {time.perf_counter() - start:.1f} s -> {exported.path}")
+    signatures["bfloat16"] = tf.saved_model.load(exported.path).signatures
     ids_signature = signatures[DEFAULT_EXPORT_TOKENIZER_OPS]["serve_ids"]
     served_preprocessor = serving.export.serving_preprocessor(task.make_preprocessor(tokenizer))
     fixed = BertPreprocessor(tokenizer, sequence_length=SEQUENCE_LENGTH)
@@ -141,12 +150,36 @@ def ours(export_dir):
         packed = pack(tf.constant(batch))
         return lambda: ids_signature(**packed)["logits"].numpy()
 
+    def label_agreement(texts):
+        """Labels of the bfloat16 and the float32 export on `texts`; prints each
+        disagreement with both probabilities."""
+        agree = 0
+        for start in range(0, len(texts), 32):
+            batch = tf.constant(texts[start : start + 32])
+            answers = {
+                name: signatures[name]["serving_default"](sentence=batch)
+                for name in ("bfloat16", DEFAULT_EXPORT_TOKENIZER_OPS)
+            }
+            wide, narrow = answers[DEFAULT_EXPORT_TOKENIZER_OPS], answers["bfloat16"]
+            same = (wide["label"].numpy() == narrow["label"].numpy()).tolist()
+            agree += sum(same)
+            for index, equal in enumerate(same):
+                if not equal:
+                    print(
+                        f"  label differs: {texts[start + index][:60]!r} float32 "
+                        f"{wide['probabilities'][index].numpy()} bfloat16 "
+                        f"{narrow['probabilities'][index].numpy()}"
+                    )
+        return agree / len(texts)
+
+    ours.label_agreement = label_agreement
     return {
         **{
             raw_text_name(ops): lambda batch, ops=ops: raw(batch, ops)
             for ops in (DEFAULT_EXPORT_TOKENIZER_OPS,)
             + tuple(ops for ops in TOKENIZER_OPS if ops != DEFAULT_EXPORT_TOKENIZER_OPS)
         },
+        BFLOAT16_NAME: lambda batch: raw(batch, "bfloat16"),
         "ours serve_ids (ids, longest)": lambda batch: ids(batch, pack_longest),
         "ours serve_ids (ids, fixed 128)": lambda batch: ids(batch, pack_fixed),
     }
@@ -314,6 +347,8 @@ def main():
         f"sentences: {len(set(texts))} distinct, {statistics.mean(lengths):.1f} words on "
         f"average (max {max(lengths)}); sequence length {SEQUENCE_LENGTH}"
     )
+    agreement = ours.label_agreement(texts)
+    print(f"bfloat16 / float32 export labels agree on {agreement:.2%} of {len(texts)} sentences")
     latency = measure(configs, single, args.warmup)
     throughput = measure(configs, batched, args.warmup)
 
@@ -348,6 +383,11 @@ def main():
         f"core / tensorflow_text tokenizer exports: batch-32 throughput "
         f"{core[2] / text_ops[2]:.3f}, batch-1 p50 latency {core[0] / text_ops[0]:.3f} "
         "(core is the default when its throughput is within 10%: >= 0.90)"
+    )
+    bfloat16 = summary[BFLOAT16_NAME]
+    print(
+        f"bfloat16 / float32 export (raw text): batch-32 throughput {bfloat16[2] / raw[2]:.2f}, "
+        f"batch-1 p50 latency {bfloat16[0] / raw[0]:.2f}"
     )
     peer_rates = {n: s[2] for n, s in summary.items() if not n.startswith("ours")}
     if peer_rates:

@@ -60,6 +60,13 @@ _ALLOW_PARTIAL = flags.DEFINE_bool(
     "allow_partial", False, "masked_lm: accept a checkpoint without MLM head (left random)."
 )
 _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "hub_encoder_pair: output directory.")
+_PRECISION = flags.DEFINE_enum(
+    "precision",
+    "float32",
+    ["auto", "float32", "bfloat16"],
+    "Precision the export computes in: bfloat16 serves the model under mixed_bfloat16; "
+    "auto picks bfloat16 on a GPU or a CPU with AMX / AVX512_BF16, float32 elsewhere.",
+)
 _TOKENIZER_OPS = flags.DEFINE_enum(
     "tokenizer_ops",
     DEFAULT_EXPORT_TOKENIZER_OPS,
@@ -108,6 +115,7 @@ def main(argv):
         "version": _VERSION.value,
         "overwrite": _OVERWRITE.value,
         "tokenizer_ops": _TOKENIZER_OPS.value,
+        "precision": _PRECISION.value,
     }
     if kind == "task":
         finetuned = tasks.load_finetuned(_FINETUNED_DIR.value)

@@ -184,6 +184,8 @@ def describe_export(path: str) -> str:
             lines.append(f"labels: {', '.join(description['label_names'])}")
         if description.get("tokenizer_ops"):
             lines.append(f"tokenizer ops: {description['tokenizer_ops']}")
+        if description.get("precision"):
+            lines.append(f"precision: {description['precision']}")
     for name, signature in signature_schema(path).items():
         lines.append(f"signature {name} ({signature['method_name']})")
         for direction in ("inputs", "outputs"):

@@ -59,6 +59,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.serving import ops, signatures, warmup
+from keras_bert_zoo.serving.precision import model_in_precision, resolve_precision
 from keras_bert_zoo.tasks.base import PROBABILITIES_ANSWER, SCORE_ANSWER, Servable
 from keras_bert_zoo.text.tokenizer import (
     DEFAULT_EXPORT_TOKENIZER_OPS,
@@ -297,6 +298,7 @@ def export_saved_model(
     warmup_inputs: Mapping[str, Sequence[str]] | None = None,
     verify: bool = True,
     tokenizer_ops: str | None = None,
+    precision: str = "float32",
 ) -> ExportedModel:
     """Writes `EXPORT_BASE/MODEL_NAME/VERSION/` for `model` answering as `task` does.
 
@@ -320,6 +322,9 @@ def export_saved_model(
             with no tensorflow-text) or `"tensorflow_text"`; default
             `DEFAULT_EXPORT_TOKENIZER_OPS`. Both tokenize identically; export.json records
             which one the graph holds.
+        precision: `"float32"`, `"bfloat16"` (the model served under `mixed_bfloat16`)
+            or `"auto"` (bfloat16 on a GPU or a CPU with AMX / AVX512_BF16, else
+            float32; see `precision.py`). export.json records the one used.
 
     Returns:
         `ExportedModel`.
@@ -331,6 +336,8 @@ def export_saved_model(
         ExportVerificationError: the reloaded export answers differently.
     """
     ops_name = check_tokenizer_ops(tokenizer_ops or DEFAULT_EXPORT_TOKENIZER_OPS)
+    used_precision = resolve_precision(precision)
+    model = model_in_precision(model, used_precision)
     if preprocessor is None and isinstance(task, Servable):
         preprocessor = task.make_preprocessor(tokenizer)
     with text_tokenizer_ops(ops_name, tokenizer, preprocessor):
@@ -346,6 +353,7 @@ def export_saved_model(
             warmup_inputs=warmup_inputs,
             verify=verify,
             tokenizer_ops=ops_name,
+            precision=used_precision,
         )
 
 
@@ -362,6 +370,7 @@ def _export_saved_model(
     warmup_inputs,
     verify,
     tokenizer_ops,
+    precision,
 ) -> ExportedModel:
     if not isinstance(task, Servable):
         raise TypeError(
@@ -417,12 +426,17 @@ def _export_saved_model(
     eager_answer = signatures.replace_invalid_utf8(
         task.serving_outputs(recorder, served_preprocessor)
     )
+    text_tensors = {field: tf.constant(value) for field, value in text_feed.items()}
     expected_answers = _numpy(
-        signatures._check_outputs(
-            eager_answer(**{field: tf.constant(value) for field, value in text_feed.items()}),
-            "serving_outputs",
-        )
+        signatures._check_outputs(eager_answer(**text_tensors), "serving_outputs")
     )
+    if precision != "float32":
+        # In bfloat16 the graph's fused kernels round differently from eager ops: the
+        # reload is checked against the same graph run here (tests check the answers
+        # against the float32 model's).
+        expected_answers = _numpy(
+            functions[signatures.DEFAULT_SIGNATURE](*[text_tensors[f] for f in text_fields])
+        )
     logs = [
         warmup.predict_log(model_name, signatures.DEFAULT_SIGNATURE, text_feed),
         warmup.predict_log(
@@ -436,7 +450,10 @@ def _export_saved_model(
         names = tuple(signatures.model_input_specs(model))
         ids = {name: recorder.calls[0][name].numpy() for name in names}
         logs.append(warmup.predict_log(model_name, signatures.IDS_SIGNATURE, ids))
-        expected.append(_numpy(signatures.flatten_outputs(model(ids, training=False))))
+        if precision != "float32":
+            expected.append(_numpy(functions[signatures.IDS_SIGNATURE](*[ids[n] for n in names])))
+        else:
+            expected.append(_numpy(signatures.flatten_outputs(model(ids, training=False))))
     if api is not None:
         logs.append(
             warmup.example_log(model_name, signatures.EXAMPLES_SIGNATURE, api, warmup_inputs)
@@ -460,6 +477,7 @@ def _export_saved_model(
         "task": task.description(tokenizer),
         "label_names": label_names,
         "tokenizer_ops": tokenizer_ops,
+        "precision": precision,
     }
 
     # === Write, verify, publish ===

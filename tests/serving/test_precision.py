@@ -1,0 +1,64 @@
+"""`precision`: the export computes in bfloat16 when asked (or on native hardware with
+`auto`), answers like the float32 model within bfloat16's rounding, and says so."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bert_zoo import serving, tasks
+from keras_bert_zoo.serving import precision
+
+
+@pytest.mark.parametrize(
+    ("flags", "gpus", "expected"),
+    [
+        ({"avx2", "avx512f", "avx512_bf16"}, [], "bfloat16"),
+        ({"avx2", "amx_bf16", "amx_tile"}, [], "bfloat16"),
+        ({"avx2", "avx512f", "avx512_vnni"}, [], "float32"),
+        (set(), [], "float32"),
+        (set(), ["GPU:0"], "bfloat16"),
+    ],
+)
+def test_auto_picks_bfloat16_where_it_is_native(flags, gpus, expected):
+    assert precision.resolve_precision("auto", flags=flags, gpus=gpus) == expected
+    assert precision.resolve_precision("float32", flags=flags, gpus=gpus) == "float32"
+    assert precision.resolve_precision("bfloat16", flags=flags, gpus=gpus) == "bfloat16"
+
+
+def test_cpu_flags_read_proc_cpuinfo(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512_bf16\n\n", encoding="utf-8")
+    assert precision.cpu_flags(str(info)) == {"fpu", "avx2", "avx512_bf16"}
+    assert precision.cpu_flags(str(tmp_path / "missing")) == set()
+    with pytest.raises(ValueError, match="auto, float32, bfloat16"):
+        precision.resolve_precision("fp8")
+
+
+def test_bfloat16_export_answers_as_the_float32_model(tmp_path, small_tokenizer, helpers):
+    """Tolerance: bfloat16 keeps 8 significant bits, so each matmul's inputs move by up to
+    2**-9 relatively; on this tiny model the probabilities stay within 0.02 and every
+    label agrees. The served answers stay float32."""
+    task = tasks.create_task("glue/sst2", max_seq_length=24)
+    vocabulary = helpers.sentence_fixtures.VOCABULARY
+    model = helpers.randomize(task.build_model(helpers.tiny_encoder(len(vocabulary))), 21)
+    texts = helpers.text_inputs(task.text_fields, helpers.HOSTILE_TEXTS)["sentence"]
+    exports = {}
+    for name in ("float32", "bfloat16"):
+        exports[name] = serving.export_saved_model(
+            str(tmp_path), f"sst2_{name}", task, model, small_tokenizer, precision=name
+        )
+        assert exports[name].description["precision"] == name
+    assert model.compute_dtype == "float32"  # the caller's model is left alone
+    answers = {}
+    for name, exported in exports.items():
+        served = tf.saved_model.load(exported.path).signatures["serving_default"]
+        answers[name] = {k: v.numpy() for k, v in served(sentence=tf.constant(texts)).items()}
+    assert answers["bfloat16"]["probabilities"].dtype == np.float32
+    np.testing.assert_allclose(
+        answers["bfloat16"]["probabilities"], answers["float32"]["probabilities"], atol=0.02
+    )
+    assert (answers["bfloat16"]["label"] == answers["float32"]["label"]).all()
+    assert not np.array_equal(
+        answers["bfloat16"]["probabilities"], answers["float32"]["probabilities"]
+    )  # it did compute in bfloat16
+    assert "precision: bfloat16" in serving.describe_export(exports["bfloat16"].path)
