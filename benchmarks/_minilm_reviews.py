@@ -5,7 +5,7 @@ gensim's `pang_lee_polarity.cor` in 2 batches of 32 padded to the longest (about
 real tokens), the same token ids for every configuration:
 
 - ours, float32 and `mixed_bfloat16`: a `tf.function` graph, XLA, and
-  `PaddingFreeEncoder` (XLA, real tokens only);
+  `PaddingFreeEncoder` (real tokens only) under XLA and as a graph;
 - Hugging Face torch `AutoModel` (sdpa attention, `torch.inference_mode()`): float32,
   `torch.autocast("cpu", torch.bfloat16)`, and the latter under `torch.compile` where
   it compiles here;
@@ -52,8 +52,8 @@ def _ours(model_dir, batches, policy, mode):
     from keras_bert_zoo.models import PaddingFreeEncoder
 
     model = from_pretrained(model_dir, dtype=policy)
-    if mode == "PaddingFreeEncoder (XLA)":
-        padding_free = PaddingFreeEncoder(model)
+    if mode.startswith("PaddingFreeEncoder"):
+        padding_free = PaddingFreeEncoder(model, jit_compile=mode.endswith("(XLA)"))
         function = lambda x: padding_free(x)["sequence_output"]  # noqa: E731
     else:
         function = tf.function(
@@ -136,7 +136,7 @@ def run_workload(repeats: int = 7, include=None) -> list[tuple[str, float, float
     )
     builders = {}
     for policy in ("float32", "mixed_bfloat16"):
-        for mode in ("graph", "XLA", "PaddingFreeEncoder (XLA)"):
+        for mode in ("graph", "XLA", "PaddingFreeEncoder (XLA)", "PaddingFreeEncoder (graph)"):
             name = f"ours {policy}, {mode}"
             builders[name] = lambda p=policy, m=mode: _ours(model_dir, batches, p, m)
     builders["HF torch float32 (sdpa)"] = lambda: _hugging_face(model_dir, batches, False)

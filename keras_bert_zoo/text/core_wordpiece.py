@@ -436,31 +436,24 @@ class CoreWordpiece(tf.Module):
             tf.constant(0, tf.int64),
         )
         state = tf.where(word_fits, state, tf.constant(-1, tf.int64))
-        # Only the walks still alive go on to the next step (most die within a few
-        # characters); each step records (position, length << bits | id) where an
-        # entry ends, and the longest match per position is one segment max.
-        walker = tf.where(state >= 0)[:, 0]
-        state = tf.gather(state, walker)
-        read_at = tf.gather(at, walker)
-        found_at, found = [], []
-        for step in range(longest):
-            # A dead state (-1) makes a negative key: no edge, value -1 (dead).
-            value = self.trie.lookup(state * _TRIE_STRIDE + tf.gather(stream, read_at + step))
-            token = value % (1 << _TOKEN_BITS)  # entry id + 1, 0 where none ends here
-            ends = tf.where((value >= 0) & (token > 0))[:, 0]
-            found_at.append(tf.gather(walker, ends))
-            found.append(((step + 1) << _TOKEN_BITS) + tf.gather(token, ends) - 1)
-            if step + 1 < longest:
-                alive = tf.where(value >= 0)[:, 0]
-                walker = tf.gather(walker, alive)
-                read_at = tf.gather(read_at, alive)
-                state = tf.bitwise.right_shift(tf.gather(value, alive), _TOKEN_BITS)
-        best = tf.math.unsorted_segment_max(
-            tf.concat(found, 0), tf.concat(found_at, 0), tf.size(position_in_word)
+        # One gather for all steps: the characters each walk may read.
+        windows = tf.unstack(
+            tf.gather(stream, at[:, tf.newaxis] + tf.range(longest, dtype=tf.int64)),
+            num=longest,
+            axis=1,
         )
-        best = tf.maximum(best, -1)  # positions with no match: the segment max's minimum
-        best_length = tf.maximum(tf.bitwise.right_shift(best, _TOKEN_BITS), 0)
-        best_id = tf.cast(best % (1 << _TOKEN_BITS), tf.int32)
+        found = []
+        for character in windows:
+            # A dead state (-1) makes a negative key: no edge, value -1 (dead).
+            value = self.trie.lookup(state * _TRIE_STRIDE + character)
+            state = tf.bitwise.right_shift(value, _TOKEN_BITS)
+            found.append(value)
+        found = tf.stack(found, axis=1)  # [positions, longest]: child << bits | id + 1
+        token_ids = tf.where(found >= 0, found % (1 << _TOKEN_BITS) - 1, -1)
+        lengths = tf.range(1, longest + 1, dtype=tf.int64)
+        best_length = tf.reduce_max(tf.where(token_ids >= 0, lengths, 0), axis=1)
+        best_id = tf.gather(token_ids, tf.maximum(best_length - 1, 0), axis=1, batch_dims=1)
+        best_id = tf.cast(best_id, tf.int32)
         return tf.where(best_length > 0, best_id, -1), best_length
 
     # === Detokenization ===
