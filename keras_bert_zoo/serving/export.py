@@ -337,7 +337,6 @@ def export_saved_model(
     """
     ops_name = check_tokenizer_ops(tokenizer_ops or DEFAULT_EXPORT_TOKENIZER_OPS)
     used_precision = resolve_precision(precision)
-    model = model_in_precision(model, used_precision)
     if preprocessor is None and isinstance(task, Servable):
         preprocessor = task.make_preprocessor(tokenizer)
     with text_tokenizer_ops(ops_name, tokenizer, preprocessor):
@@ -389,6 +388,8 @@ def _export_saved_model(
             f"{version_dir} already exists: a version is never overwritten unless asked "
             "(overwrite=True, --overwrite), or pick another version"
         )
+    # After the checks above: the bfloat16 copy of a large model takes a while.
+    model = model_in_precision(model, precision)
     text_fields = tuple(task.text_fields)
     warmup_inputs = _check_warmup_inputs(
         text_fields, warmup_inputs or default_warmup_inputs(text_fields)

@@ -86,7 +86,8 @@ def character_tables() -> CharacterTables:
     return CharacterTables()
 
 
-def _utf8_lengths(codepoints):
+def utf8_lengths(codepoints):
+    """UTF-8 length in bytes of each (valid) code point."""
     return (
         1
         + tf.cast(codepoints >= 0x80, tf.int32)
@@ -350,12 +351,12 @@ class CoreWordpiece(tf.Module):
         codepoints, row_splits = self.normalize(texts)
         size = tf.size(codepoints, tf.int64)
         char_row = tf.searchsorted(row_splits, tf.range(size), side="right") - 1
-        byte_end = tf.cumsum(tf.cast(_utf8_lengths(codepoints), tf.int64))
-        byte_start = byte_end - tf.cast(_utf8_lengths(codepoints), tf.int64)
+        byte_length = tf.cast(utf8_lengths(codepoints), tf.int64)
+        byte_end = tf.cumsum(byte_length)
+        byte_start = byte_end - byte_length
         row_byte_base = tf.gather(tf.concat([tf.zeros([1], tf.int64), byte_end], 0), row_splits)
-        char_class = self._facts(codepoints) % (1 << _CLASS_BITS)
-        if not self.lowercase:
-            char_class = tf.where(tf.equal(char_class, MARK), WORD, char_class)
+        # Uncased text has no marks left; cased text keeps them inside words.
+        char_class = character_classes(codepoints)
         space = tf.equal(char_class, SPACE)
         starts_word = word_starts(char_class, row_splits)
         # From here on, positions are the characters that are not whitespace.

@@ -45,6 +45,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from keras.src.saving import serialization_lib
 
+from keras_bert_zoo.text.core_wordpiece import utf8_lengths
 from keras_bert_zoo.text.preprocessing_layer import PreprocessingLayer
 from keras_bert_zoo.text.unicode_tables import lowercase_fixups, regex_class, unicode_tables
 from keras_bert_zoo.text.vocab import VOCAB_FILENAME, load_vocab, vocab_text
@@ -66,9 +67,8 @@ HUGGING_FACE_MAX_CHARS_PER_WORD = 100
 CORE_OPS = "core"
 TENSORFLOW_TEXT_OPS = "tensorflow_text"
 TOKENIZER_OPS = (CORE_OPS, TENSORFLOW_TEXT_OPS)
-# The layer's default: tensorflow-text's kernels tokenize 5-10x faster than the core
-# ops on batches of 32 or more (benchmarks/tokenizer_throughput.py), which a tf.data
-# pipeline feels.
+# The layer's default: in a tf.data pipeline tensorflow-text's kernels tokenize about 15x
+# faster than the core ops (batches of 512; benchmarks/tokenizer_throughput.py).
 DEFAULT_TOKENIZER_OPS = TENSORFLOW_TEXT_OPS
 # Exports default to the core ops: served raw-text throughput is the same within the
 # noise (the model dominates; benchmarks/serving_latency.py), and the export then loads
@@ -677,12 +677,7 @@ class BertTokenizer(PreprocessingLayer):
                     ),
                     default_value=-1,
                 )
-        utf8_len = (
-            1
-            + tf.cast(codepoints >= 0x80, tf.int32)
-            + tf.cast(codepoints >= 0x800, tf.int32)
-            + tf.cast(codepoints >= 0x10000, tf.int32)
-        )
+        utf8_len = utf8_lengths(codepoints)
         special = self._offset_table.lookup(codepoints)
         dropped_mark = tf.equal(special, _DROPPED_MARK)
         lengths = tf.where(special >= 0, special, tf.where(dropped_mark, 0, utf8_len))
