@@ -21,7 +21,7 @@ Why the figure means something:
 Usage (from the repository root):
 
     PYTHONPATH=. python benchmarks/multi_label_learning_check.py [--quick]
-    [--epochs 4] [--batch_size 16] [--learning_rate 1e-4] [--max_seq_length 128]
+    [--epochs 10] [--batch_size 16] [--learning_rate 1e-4] [--max_seq_length 128]
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def topic_labels(article: str) -> tuple[str, ...]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--epochs", type=float, default=4.0)
+    parser.add_argument("--epochs", type=float, default=10.0)
     parser.add_argument("--batch_size", type=int, default=16)
     parser.add_argument("--learning_rate", type=float, default=1e-4)
     parser.add_argument("--max_seq_length", type=int, default=128)
