@@ -135,7 +135,7 @@ def run_workload(repeats: int = 7, include=None) -> list[tuple[str, float, float
         f"longest {[b['input_word_ids'].shape[1] for b in batches]}, {real:.0%} real tokens"
     )
     builders = {}
-    for policy in ("float32", "mixed_bfloat16"):
+    for policy in ("float32", "mixed_bfloat16", "bfloat16"):
         for mode in ("graph", "XLA", "PaddingFreeEncoder (XLA)", "PaddingFreeEncoder (graph)"):
             name = f"ours {policy}, {mode}"
             builders[name] = lambda p=policy, m=mode: _ours(model_dir, batches, p, m)

@@ -62,3 +62,35 @@ def test_bfloat16_export_answers_as_the_float32_model(tmp_path, small_tokenizer,
         answers["bfloat16"]["probabilities"], answers["float32"]["probabilities"]
     )  # it did compute in bfloat16
     assert "precision: bfloat16" in serving.describe_export(exports["bfloat16"].path)
+
+
+def _round_to_bfloat16(values):
+    """float32 -> the nearest bfloat16 (ties to even), as float32: a numpy restatement."""
+    bits = np.asarray(values, np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16
+    return rounded.astype(np.uint32).view(np.float32)
+
+
+def test_bfloat16_copy_stores_the_encoder_weights_rounded_once(helpers):
+    """The encoder's weights are stored in bfloat16 (no per-call casts of float32
+    kernels), each the float32 value rounded to nearest even; the head's final Dense
+    stays float32; the caller's model is untouched."""
+    task = tasks.create_task("glue/sst2", max_seq_length=24)
+    vocabulary = helpers.sentence_fixtures.VOCABULARY
+    model = helpers.randomize(task.build_model(helpers.tiny_encoder(len(vocabulary))), 5)
+    encoder_paths = {variable.path for variable in model.encoder.weights}
+    copy_ = precision.model_in_precision(model, "bfloat16")
+    assert copy_ is not model and model.compute_dtype == "float32"
+    assert len(copy_.weights) == len(model.weights)
+    dtypes = set()
+    for original, stored in zip(model.weights, copy_.weights, strict=True):
+        value = np.asarray(tf.cast(stored.value, tf.float32))
+        if original.path in encoder_paths:
+            assert stored.dtype == "bfloat16", original.path
+            np.testing.assert_array_equal(value, _round_to_bfloat16(original.numpy()))
+        else:
+            assert stored.dtype == "float32", original.path
+            np.testing.assert_array_equal(value, original.numpy())
+        dtypes.add(stored.dtype)
+    assert dtypes == {"bfloat16", "float32"}
+    assert precision.model_in_precision(model, "float32") is model
