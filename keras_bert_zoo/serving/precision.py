@@ -1,15 +1,16 @@
 """The precision an export computes in: float32, or bfloat16 where the hardware has it.
 
 `export_saved_model(..., precision=...)` and `tools/export_saved_model.py
---precision=auto|float32|bfloat16`. `"bfloat16"` serves a copy of the model under the
-`bfloat16` policy for the encoder and `mixed_bfloat16` for the task's head: the
-encoder's weights are stored in bfloat16 (the float32 values rounded once, at export)
-and its matmuls run in bfloat16, while LayerNorm's moments, the attention softmax and
-the head's logits stay float32 (the layers cast for them). Under `mixed_bfloat16`
-alone every call would cast each float32 kernel to bfloat16 again: MiniLM's 21M
-encoder weights took ~3 ms of a ~10 ms batch-1 request that way, and the encoder
-with stored bfloat16 weights ran 1.2-1.4x faster (`benchmarks/encoder_throughput.py
---reviews`: 193 -> 267 seq/s in a graph, 239 -> 329 padding-free). `"auto"` picks bfloat16 where it is native: a GPU, or a CPU with AMX or
+--precision=auto|float32|bfloat16`. `"bfloat16"` serves a copy of the model whose
+`BertEncoder` runs under the `bfloat16` policy and everything else under
+`mixed_bfloat16`: the encoder's weights are stored in bfloat16 (the float32 values
+rounded once, at export) and its matmuls run in bfloat16, while LayerNorm's moments,
+the attention softmax and every head's logits stay float32 (those layers cast for
+them). Under `mixed_bfloat16` alone each call would cast every float32 kernel to
+bfloat16 again: for MiniLM's 21M encoder weights that was ~3 ms of a ~10 ms batch-1
+call, and stored bfloat16 weights ran the encoder 1.2-1.4x faster
+(`benchmarks/encoder_throughput.py --reviews`: 193 -> 267 seq/s as a graph, 239 -> 329
+padding-free). `"auto"` picks bfloat16 where it is native: a GPU, or a CPU with AMX or
 AVX512_BF16, whose oneDNN kernels run bfloat16 matmuls about twice as fast as float32
 ones; elsewhere a CPU emulates bfloat16 and float32 is faster, so `"auto"` stays
 float32. The export records the precision it holds in `export.json`.
