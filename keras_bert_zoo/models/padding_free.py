@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import keras
 import tensorflow as tf
 
@@ -12,6 +14,7 @@ from keras_bert_zoo.inputs import (
     INPUT_WORD_IDS,
 )
 from keras_bert_zoo.layers.token_layout import TokenLayout
+from keras_bert_zoo.models.encoder import BertEncoder
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -156,3 +159,33 @@ class PaddingFreeEncoder(keras.Model):
         config = dict(config)
         config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
         return cls(**config)
+
+
+@contextlib.contextmanager
+def padding_free_inference(model):
+    """While open, every `BertEncoder` in `model` (or `model` itself) answers inference
+    calls (`training` false) through a `PaddingFreeEncoder` as a TensorFlow graph: the
+    exporter traces the served graph inside it. Training calls and everything after
+    the block run the padded graph as before.
+
+    Outputs at padded positions are zeros instead of the values computed there, which
+    no head reads (every task masks or drops them); at real positions the outputs
+    equal the padded graph's to float rounding.
+    """
+    encoders = [
+        layer
+        for layer in [model, *model._flatten_layers(include_self=False)]
+        if isinstance(layer, BertEncoder)
+    ]
+    previous = [getattr(encoder, "_inference_call", None) for encoder in encoders]
+    try:
+        for encoder in encoders:
+            # No XLA and no token buckets: a graph runs any token count as it comes.
+            padding_free = PaddingFreeEncoder(encoder, token_bucket=1, jit_compile=False)
+            # object.__setattr__: Keras must not track the wrapper as a sublayer of the
+            # encoder it wraps (a cycle).
+            object.__setattr__(encoder, "_inference_call", padding_free.__call__)
+        yield model
+    finally:
+        for encoder, call in zip(encoders, previous, strict=True):
+            object.__setattr__(encoder, "_inference_call", call)

@@ -186,6 +186,9 @@ def describe_export(path: str) -> str:
             lines.append(f"tokenizer ops: {description['tokenizer_ops']}")
         if description.get("precision"):
             lines.append(f"precision: {description['precision']}")
+        if "padding_free" in description:
+            runs = "real tokens only" if description["padding_free"] else "padded batch"
+            lines.append(f"encoder runs on: {runs}")
     for name, signature in signature_schema(path).items():
         lines.append(f"signature {name} ({signature['method_name']})")
         for direction in ("inputs", "outputs"):

@@ -76,7 +76,7 @@ def test_matches_padded_encoder(
 def test_batches_of_other_shapes_and_counts_reuse_the_wrapper(
     encoder_factory, max_diff, small_kwargs, inputs_factory
 ):
-    encoder = encoder_factory("gelu", seed=3)
+    encoder = encoder_factory("gelu", seed=3, hidden_dropout=0.0, attention_dropout=0.0)
     fast = PaddingFreeEncoder(encoder, token_bucket=8)
     for batch, seq_len, lengths in [(2, 12, [12, 3]), (2, 12, [12, 4]), (3, 9, [2, 9, 5])]:
         x = inputs_factory(batch=batch, seq_len=seq_len, lengths=lengths, seed=batch)
@@ -180,3 +180,47 @@ def test_token_layout_round_trip():
     np.testing.assert_array_equal(padded, [[10, 20, 0], [30, 0, 40]])
     back = np.asarray(layout.to_tokens(padded[..., None]))[0, :, 0]
     np.testing.assert_array_equal(back, [10, 20, 30, 40, 0, 0])
+
+
+def test_padding_free_inference_routes_a_task_model_and_restores_it(
+    ref, encoder_factory, max_diff, inputs_factory
+):
+    """Inside `padding_free_inference` a classifier built on the encoder answers through
+    the real tokens only (its [CLS] logits equal the numpy reference's), eagerly and
+    traced; training calls and batches without padding keep the padded graph; on exit
+    nothing of it remains."""
+    from keras_bert_zoo.models import BertClassifier
+    from keras_bert_zoo.models.padding_free import padding_free_inference
+
+    encoder = encoder_factory("gelu", seed=3, hidden_dropout=0.0, attention_dropout=0.0)
+    model = BertClassifier(encoder, num_classes=3, dropout=0.0)
+    x = _holey_inputs(inputs_factory)
+    head = model.layers[-1].output_dense
+    pooled = ref.encoder(
+        ref.encoder_weights(encoder),
+        x["input_word_ids"],
+        x["input_mask"],
+        x["input_type_ids"],
+        encoder.num_heads,
+        "gelu",
+    )["pooled_output"]
+    expected = pooled @ head.kernel.numpy() + head.bias.numpy()
+    weights = [v.path for v in model.weights]
+    calls = []
+    with padding_free_inference(model):
+        inner = encoder._inference_call
+        encoder._inference_call = lambda inputs: calls.append(1) or inner(inputs)
+        eager = model(x, training=False)
+        traced = tf.function(lambda inputs: model(inputs, training=False))(x)
+        trained = model(x, training=True)
+        assert len(calls) == 2  # the inference calls, not the training one
+        # A batch without padding runs the padded graph: nothing to gather.
+        full = inputs_factory(batch=2, seq_len=8, lengths=[8, 8], seed=4)
+        np.testing.assert_allclose(
+            model(full, training=False), model(full, training=True), atol=TOL
+        )
+        assert len(calls) == 2
+    assert getattr(encoder, "_inference_call", None) is None
+    assert [v.path for v in model.weights] == weights  # no wrapper tracked
+    for got in (eager, traced, trained, model(x, training=False)):
+        assert max_diff(got, expected) < TOL

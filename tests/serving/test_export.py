@@ -184,6 +184,10 @@ def test_every_family_exports_in_bfloat16_answering_as_float32(all_exports, load
             precision="bfloat16",
         )
         assert exported.description["precision"] == "bfloat16"
+        # The [CLS]-reading models run their encoder on the real tokens only.
+        padding_free = export.name in {"mnli", "stsb", "choice"}
+        assert exported.description["padding_free"] is padding_free, export.name
+        assert export.exported.description["padding_free"] is padding_free, export.name
         feed = {
             field: tf.constant(values)
             for field, values in default_warmup_inputs(tuple(export.task.text_fields)).items()
