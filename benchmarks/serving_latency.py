@@ -19,9 +19,9 @@ it, the bfloat16 / float32 label agreement does), sequence length 128:
     sentence of the request, as the export does): the model alone, so the ratio is
     the cost of tokenizing in the graph;
   - `serve_ids` on ids padded to 128 (what a client packing with a fixed length sends);
-  - `serving_default` of the `precision="bfloat16"` export (issue 26), and the same
-    export with the padded encoder (`PADDING_FREE_MODELS` emptied) as its A/B; the
-    bfloat16 / float32 labels compared on every distinct sentence;
+  - `serving_default` of the `precision="bfloat16"` export (issue 26; padding-free by
+    default), and the same export with `padding_free="off"` as its A/B; the bfloat16 /
+    float32 labels compared on every distinct sentence;
 - keras-hub `BertTextClassifier` (`BertBackbone` of MiniLM's sizes, random weights,
   its `BertTextClassifierPreprocessor` on the same vocabulary, sequence length 128),
   exported with `keras.export.ExportArchive` as raw text -> logits, loaded the same
@@ -59,7 +59,6 @@ import statistics
 import sys
 import tempfile
 import time
-import unittest.mock
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
@@ -185,10 +184,15 @@ def ours(export_dir):
     print(f"export (bfloat16): {time.perf_counter() - start:.1f} s -> {exported.path}")
     signatures["bfloat16"] = tf.saved_model.load(exported.path).signatures
     # The A/B of padding-free serving: the same bfloat16 export with the padded encoder.
-    with unittest.mock.patch.object(serving.export, "PADDING_FREE_MODELS", ()):
-        exported = serving.export_saved_model(
-            export_dir, "sst2_minilm_bfloat16_padded", task, model, tokenizer, precision="bfloat16"
-        )
+    exported = serving.export_saved_model(
+        export_dir,
+        "sst2_minilm_bfloat16_padded",
+        task,
+        model,
+        tokenizer,
+        precision="bfloat16",
+        padding_free="off",
+    )
     assert not exported.description["padding_free"]
     signatures["bfloat16 padded"] = tf.saved_model.load(exported.path).signatures
     ids_signature = signatures[DEFAULT_EXPORT_TOKENIZER_OPS]["serve_ids"]

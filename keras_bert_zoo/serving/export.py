@@ -302,6 +302,7 @@ def export_saved_model(
     verify: bool = True,
     tokenizer_ops: str | None = None,
     precision: str = "float32",
+    padding_free: str = "auto",
 ) -> ExportedModel:
     """Writes `EXPORT_BASE/MODEL_NAME/VERSION/` for `model` answering as `task` does.
 
@@ -328,8 +329,12 @@ def export_saved_model(
         precision: `"float32"`, `"bfloat16"` (the encoder's weights stored and its
             matmuls run in bfloat16) or `"auto"` (bfloat16 on a GPU or a CPU with
             AMX / AVX512_BF16, else float32; see `precision.py`). export.json records
-            the one used, and `padding_free`: whether the encoder runs on the real
-            tokens of a request only (`PADDING_FREE_MODELS`).
+            the one used.
+        padding_free: `"on"`: the encoder runs on the real tokens of a request only
+            (`PaddingFreeEncoder`; models that read it at [CLS] only,
+            `PADDING_FREE_MODELS`); `"off"`: on the padded batch; `"auto"`: on for
+            those models in bfloat16, off in float32 (see `PADDING_FREE_MODELS` for
+            the measured trade-off). export.json records the outcome.
 
     Returns:
         `ExportedModel`.
@@ -342,6 +347,10 @@ def export_saved_model(
     """
     ops_name = check_tokenizer_ops(tokenizer_ops or DEFAULT_EXPORT_TOKENIZER_OPS)
     used_precision = resolve_precision(precision)
+    if padding_free not in PADDING_FREE_CHOICES:
+        raise ValueError(
+            f"padding_free must be one of {', '.join(PADDING_FREE_CHOICES)}; got {padding_free!r}"
+        )
     if preprocessor is None and isinstance(task, Servable):
         preprocessor = task.make_preprocessor(tokenizer)
     with (
@@ -361,22 +370,37 @@ def export_saved_model(
             verify=verify,
             tokenizer_ops=ops_name,
             precision=used_precision,
+            padding_free=padding_free,
             graph_contexts=graph_contexts,
         )
 
 
-# Models whose answers read the encoder at [CLS] only: served padding-free (the encoder
-# runs on the real tokens of a request alone; `models.padding_free`), their answers equal
-# the padded graph's to float rounding. Heads that read every position also expose the
-# padded ones in `serve_ids`, so they keep the padded graph. Measured on MiniLM, 32
-# movie-review sentences padded to the longest (~55% real tokens): encoder 267 -> 329
-# seq/s in bfloat16 (`benchmarks/encoder_throughput.py --reviews`).
+# Models whose answers read the encoder at [CLS] only can be served padding-free (the
+# encoder runs on the real tokens of a request alone; `models.padding_free`), with answers
+# equal to the padded graph's to float rounding. Heads that read every position also
+# expose the padded ones in `serve_ids`, so they keep the padded graph. Measured on the
+# served MiniLM classifier, raw movie-review sentences (`benchmarks/serving_latency.py`,
+# 2-core AVX512_BF16 CPU): batch 32 (~55% real tokens) 1.37-1.46x the padded export's
+# throughput, but batch 1 (no padding to skip; the padded graph runs it, behind a check)
+# +1-2 ms of a 12-15 ms p50. `"auto"` takes it in bfloat16, whose issue-26 goals are
+# throughput at batch 32 and batch-1 latency within float32's; a float32 export keeps
+# its batch-1 latency unless asked (`"on"`).
 PADDING_FREE_MODELS = (BertClassifier, BertMultipleChoice)
+PADDING_FREE_CHOICES = ("auto", "on", "off")
 
 
-def serves_padding_free(model) -> bool:
-    """Whether an export of `model` runs its encoder padding-free."""
-    return isinstance(model, PADDING_FREE_MODELS)
+def serves_padding_free(model, choice: str = "auto", precision: str = "float32") -> bool:
+    """Whether an export of `model` (at `precision`) runs its encoder padding-free."""
+    supported = isinstance(model, PADDING_FREE_MODELS)
+    if choice == "on" and not supported:
+        raise ValueError(
+            f"padding_free='on' serves models that read the encoder at [CLS] only "
+            f"({', '.join(m.__name__ for m in PADDING_FREE_MODELS)}); "
+            f"{type(model).__name__} reads every position"
+        )
+    if choice == "auto":
+        return supported and precision == "bfloat16"
+    return choice == "on"
 
 
 def _export_saved_model(
@@ -393,6 +417,7 @@ def _export_saved_model(
     verify,
     tokenizer_ops,
     precision,
+    padding_free,
     graph_contexts,
 ) -> ExportedModel:
     if not isinstance(task, Servable):
@@ -413,8 +438,8 @@ def _export_saved_model(
             "(overwrite=True, --overwrite), or pick another version"
         )
     # After the checks above: the bfloat16 copy of a large model takes a while.
+    padding_free = serves_padding_free(model, padding_free, precision)
     model = model_in_precision(model, precision)
-    padding_free = serves_padding_free(model)
     if padding_free:
         graph_contexts.enter_context(padding_free_inference(model))
     text_fields = tuple(task.text_fields)

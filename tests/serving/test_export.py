@@ -184,10 +184,11 @@ def test_every_family_exports_in_bfloat16_answering_as_float32(all_exports, load
             precision="bfloat16",
         )
         assert exported.description["precision"] == "bfloat16"
-        # The [CLS]-reading models run their encoder on the real tokens only.
+        # The [CLS]-reading models run their encoder on the real tokens only in bfloat16
+        # (padding_free="auto"); float32 exports keep the padded graph.
         padding_free = export.name in {"mnli", "stsb", "choice"}
         assert exported.description["padding_free"] is padding_free, export.name
-        assert export.exported.description["padding_free"] is padding_free, export.name
+        assert export.exported.description["padding_free"] is False, export.name
         feed = {
             field: tf.constant(values)
             for field, values in default_warmup_inputs(tuple(export.task.text_fields)).items()
@@ -205,6 +206,54 @@ def test_every_family_exports_in_bfloat16_answering_as_float32(all_exports, load
                     rtol=0.05,
                     err_msg=f"{export.name}: {key}",
                 )
+
+
+def test_padding_free_export_answers_as_the_padded_one(
+    sentence_pair_export, squad_export, loaded, tmp_path
+):
+    """`padding_free="on"`: a float32 classifier export whose encoder runs on the real
+    tokens only answers what the padded export answers, on batches with padding and
+    without; a model that reads every position, or an unknown choice, is refused."""
+    export = sentence_pair_export
+    exported = serving.export_saved_model(
+        str(tmp_path),
+        "mnli_padding_free",
+        export.task,
+        export.model,
+        export.tokenizer,
+        preprocessor=export.preprocessor,
+        padding_free="on",
+    )
+    assert exported.description["padding_free"] is True
+    assert "encoder runs on: real tokens only" in serving.describe_export(exported.path)
+    fast = tf.saved_model.load(exported.path).signatures["serving_default"]
+    padded = loaded(export).signatures["serving_default"]
+    premises = ["a b c d e f g h i j", "a", "", "a b"]
+    hypotheses = ["a", "a b c d e f g h i j k l", "a b", ""]
+    for rows in (slice(0, 4), slice(0, 1), slice(2, 3)):
+        feed = {"premise": tf.constant(premises[rows]), "hypothesis": tf.constant(hypotheses[rows])}
+        want, got = padded(**feed), fast(**feed)
+        np.testing.assert_allclose(got["probabilities"], want["probabilities"], atol=1e-5)
+        np.testing.assert_array_equal(got["label"], want["label"])
+    with pytest.raises(ValueError, match="BertSpanLabeler reads every position"):
+        serving.export_saved_model(
+            str(tmp_path),
+            "squad_padding_free",
+            squad_export.task,
+            squad_export.model,
+            squad_export.tokenizer,
+            padding_free="on",
+        )
+    with pytest.raises(ValueError, match="padding_free must be one of auto, on, off"):
+        serving.export_saved_model(
+            str(tmp_path),
+            "mnli_x",
+            export.task,
+            export.model,
+            export.tokenizer,
+            padding_free="yes",
+        )
+    assert not os.path.exists(os.path.join(str(tmp_path), "squad_padding_free", "1"))
 
 
 def test_op_manifest_lists_the_tensorflow_text_ops(tensorflow_text_export):
