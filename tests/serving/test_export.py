@@ -167,13 +167,15 @@ def test_core_exports_need_no_op_outside_core_tensorflow(all_exports):
 
 
 def test_every_family_exports_in_bfloat16_answering_as_float32(all_exports, loaded, tmp_path):
-    """`precision="bfloat16"` for every task family: the export completes (it replays
-    its warmup against the graph it traced), keeps the answers float32 and stays within
-    bfloat16's rounding of the float32 export (8 significant bits per matmul input:
-    about 1% through these two-layer models)."""
+    """`precision="bfloat16"` for every task family: the export completes, keeps the
+    answers float32 and stays within bfloat16's rounding of the float32 export (8
+    significant bits per matmul input: about 1% through these two-layer models). The
+    exporter's own reload check in bfloat16 runs in test_precision.py."""
     from keras_bert_zoo.serving.export import default_warmup_inputs
 
-    for export in all_exports:
+    # stsb shares mnli's model class and head; the test reloads and compares itself, so
+    # the exporter's own reload (verify) is skipped: together they halve the test's time.
+    for export in [export for export in all_exports if export.name != "stsb"]:
         exported = serving.export_saved_model(
             str(tmp_path),
             export.name,
@@ -182,11 +184,12 @@ def test_every_family_exports_in_bfloat16_answering_as_float32(all_exports, load
             export.tokenizer,
             preprocessor=export.preprocessor,
             precision="bfloat16",
+            verify=False,
         )
         assert exported.description["precision"] == "bfloat16"
         # The [CLS]-reading models run their encoder on the real tokens only in bfloat16
         # (padding_free="auto"); float32 exports keep the padded graph.
-        padding_free = export.name in {"mnli", "stsb", "choice"}
+        padding_free = export.name in {"mnli", "choice"}
         assert exported.description["padding_free"] is padding_free, export.name
         assert export.exported.description["padding_free"] is False, export.name
         feed = {
