@@ -128,7 +128,6 @@ def main(argv):
     }
     if kind == "task":
         options["padding_free"] = _PADDING_FREE.value
-    if kind == "task":
         finetuned = tasks.load_finetuned(_FINETUNED_DIR.value)
         fields = finetuned.task.text_fields
         if _WARMUP_FILE.value:

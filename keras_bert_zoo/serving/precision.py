@@ -23,15 +23,14 @@ import copy
 import keras
 import tensorflow as tf
 
+from keras_bert_zoo.models.encoder import BertEncoder
+
 FLOAT32 = "float32"
 BFLOAT16 = "bfloat16"
 AUTO = "auto"
 PRECISIONS = (AUTO, FLOAT32, BFLOAT16)
 # CPU flags (/proc/cpuinfo, Linux's names) of native bfloat16 arithmetic.
 NATIVE_BFLOAT16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
-# The config class name of `keras_bert_zoo.models.BertEncoder`, whose weights a bfloat16
-# export stores in bfloat16.
-ENCODER_CLASS_NAME = "BertEncoder"
 
 
 def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> set[str]:
@@ -88,7 +87,7 @@ def _with_policy(config, policy: str):
 def _encoders_in_bfloat16(node):
     """Every `BertEncoder` config under `node` switched to the `bfloat16` policy."""
     if isinstance(node, dict):
-        if node.get("class_name") == ENCODER_CLASS_NAME:
+        if node.get("class_name") == BertEncoder.__name__:
             return _with_policy(node, BFLOAT16)
         return {key: _encoders_in_bfloat16(value) for key, value in node.items()}
     if isinstance(node, list):
