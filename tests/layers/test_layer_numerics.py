@@ -136,7 +136,10 @@ def test_embeddings_dropout_only_in_training():
 
 
 @pytest.mark.parametrize("mask_rank", [None, 2, 3])
-def test_self_attention_matches_numpy(ref, randomize, mask_rank):
+@pytest.mark.parametrize("training", [False, True])
+def test_self_attention_matches_numpy(ref, randomize, mask_rank, training):
+    # training=False: one query/key/value matmul; True: the three layers and einsums
+    # (no dropout configured, so both are deterministic).
     layer = BertSelfAttention(num_heads=HEADS, head_size=HIDDEN // HEADS)
     x = _hidden()
     if mask_rank is None:
@@ -148,9 +151,39 @@ def test_self_attention_matches_numpy(ref, randomize, mask_rank):
         mask = causal[None] * _mask()[:, None, :]
     layer(x, mask)
     randomize(layer, seed=5, scale=0.3)
-    out = layer(x, mask)
+    out = layer(x, mask, training=training)
     expected = ref.self_attention(ref.attention_weights(layer), x, mask, HEADS)
     assert _max_diff(out, expected) < TOL
+
+
+def test_self_attention_inference_applies_lora_and_keeps_quantized_layers(ref, randomize):
+    layer = BertSelfAttention(num_heads=HEADS, head_size=HIDDEN // HEADS)
+    x, mask = _hidden(), _mask()
+    layer(x, mask)
+    randomize(layer, seed=7, scale=0.3)
+    plain = ref.attention_weights(layer)
+    rng = np.random.default_rng(8)
+    for short, projection in (("q", layer.query), ("v", layer.value)):
+        projection.enable_lora(2)
+        a = rng.standard_normal(projection.lora_kernel_a.shape).astype("float32")
+        b = rng.standard_normal(projection.lora_kernel_b.shape).astype("float32")
+        projection.lora_kernel_a.assign(a * 0.2)
+        projection.lora_kernel_b.assign(b * 0.2)
+        # W + (alpha / rank) A B, restated in numpy.
+        delta = np.tensordot(a * 0.2, b * 0.2, axes=1) * projection.lora_alpha / 2
+        plain[f"{short}_kernel"] = plain[f"{short}_kernel"] + delta.reshape(HIDDEN, -1)
+    expected = ref.self_attention(plain, x, mask, HEADS)
+    assert _max_diff(layer(x, mask, training=False), expected) < TOL
+
+    # int8 projections answer through their own quantized layers, close to float.
+    quantized = BertSelfAttention(num_heads=HEADS, head_size=HIDDEN // HEADS)
+    quantized(x, mask)
+    randomize(quantized, seed=7, scale=0.3)
+    expected = ref.self_attention(ref.attention_weights(quantized), x, mask, HEADS)
+    for projection in (quantized.query, quantized.key, quantized.value):
+        projection.quantize("int8", type_check=False)  # a subclass of EinsumDense
+    got = np.asarray(quantized(x, mask, training=False))
+    assert 0.0 < _max_diff(got, expected) < 0.05 * np.abs(expected).max()
 
 
 def test_self_attention_head_layout_is_google_column_blocks(ref, randomize):

@@ -179,7 +179,12 @@ def test_token_layout_round_trip():
     padded = np.asarray(layout.to_padded(tokens))[..., 0]
     np.testing.assert_array_equal(padded, [[10, 20, 0], [30, 0, 40]])
     back = np.asarray(layout.to_tokens(padded[..., None]))[0, :, 0]
-    np.testing.assert_array_equal(back, [10, 20, 30, 40, 0, 0])
+    # Fillers read the last position (finite; their results are dropped).
+    np.testing.assert_array_equal(back, [10, 20, 30, 40, 40, 40])
+    # Attention reads padding as a copy of some packed row instead of zeros.
+    unmasked = np.asarray(layout.to_padded(tokens, zero_padding=False))[..., 0]
+    np.testing.assert_array_equal(unmasked * mask, padded)
+    assert set(unmasked[mask == 0]) <= set(tokens.ravel())
 
 
 def test_padding_free_inference_routes_a_task_model_and_restores_it(
