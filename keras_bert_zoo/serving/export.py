@@ -333,8 +333,8 @@ def export_saved_model(
         padding_free: `"on"`: the encoder runs on the real tokens of a request only
             (`PaddingFreeEncoder`; models that read it at [CLS] only,
             `PADDING_FREE_MODELS`); `"off"`: on the padded batch; `"auto"`: on for
-            those models in bfloat16, off in float32 (see `PADDING_FREE_MODELS` for
-            the measured trade-off). export.json records the outcome.
+            those models, off for the others (see `PADDING_FREE_MODELS` for the
+            measured trade-off). export.json records the outcome.
 
     Returns:
         `ExportedModel`.
@@ -380,17 +380,16 @@ def export_saved_model(
 # equal to the padded graph's to float rounding. Heads that read every position also
 # expose the padded ones in `serve_ids`, so they keep the padded graph. Measured on the
 # served MiniLM classifier, raw movie-review sentences (`benchmarks/serving_latency.py`,
-# 2-core AVX512_BF16 CPU): batch 32 (~55% real tokens) 1.37-1.46x the padded export's
-# throughput, but batch 1 (no padding to skip; the padded graph runs it, behind a check)
-# +1-2 ms of a 12-15 ms p50. `"auto"` takes it in bfloat16, whose issue-26 goals are
-# throughput at batch 32 and batch-1 latency within float32's; a float32 export keeps
-# its batch-1 latency unless asked (`"on"`).
+# 2-core AVX512_BF16 CPU): batch 32 (~55% real tokens) 1.5x the padded export's
+# throughput in bfloat16 and in float32; batch 1 (no padding to skip: the padded graph
+# runs it, behind a check) within 2% of the padded export's p50. So `"auto"` takes it
+# for these models in every precision.
 PADDING_FREE_MODELS = (BertClassifier, BertMultipleChoice)
 PADDING_FREE_CHOICES = ("auto", "on", "off")
 
 
-def serves_padding_free(model, choice: str = "auto", precision: str = "float32") -> bool:
-    """Whether an export of `model` (at `precision`) runs its encoder padding-free."""
+def serves_padding_free(model, choice: str = "auto") -> bool:
+    """Whether an export of `model` runs its encoder padding-free."""
     supported = isinstance(model, PADDING_FREE_MODELS)
     if choice == "on" and not supported:
         raise ValueError(
@@ -399,7 +398,7 @@ def serves_padding_free(model, choice: str = "auto", precision: str = "float32")
             f"{type(model).__name__} reads every position"
         )
     if choice == "auto":
-        return supported and precision == "bfloat16"
+        return supported
     return choice == "on"
 
 
@@ -438,7 +437,7 @@ def _export_saved_model(
             "(overwrite=True, --overwrite), or pick another version"
         )
     # After the checks above: the bfloat16 copy of a large model takes a while.
-    padding_free = serves_padding_free(model, padding_free, precision)
+    padding_free = serves_padding_free(model, padding_free)
     model = model_in_precision(model, precision)
     if padding_free:
         graph_contexts.enter_context(padding_free_inference(model))

@@ -187,11 +187,11 @@ def test_every_family_exports_in_bfloat16_answering_as_float32(all_exports, load
             verify=False,
         )
         assert exported.description["precision"] == "bfloat16"
-        # The [CLS]-reading models run their encoder on the real tokens only in bfloat16
-        # (padding_free="auto"); float32 exports keep the padded graph.
+        # The [CLS]-reading models run their encoder on the real tokens only
+        # (padding_free="auto"), in either precision; the others keep the padded graph.
         padding_free = export.name in {"mnli", "choice"}
         assert exported.description["padding_free"] is padding_free, export.name
-        assert export.exported.description["padding_free"] is False, export.name
+        assert export.exported.description["padding_free"] is padding_free, export.name
         feed = {
             field: tf.constant(values)
             for field, values in default_warmup_inputs(tuple(export.task.text_fields)).items()
@@ -214,23 +214,26 @@ def test_every_family_exports_in_bfloat16_answering_as_float32(all_exports, load
 def test_padding_free_export_answers_as_the_padded_one(
     sentence_pair_export, squad_export, loaded, tmp_path
 ):
-    """`padding_free="on"`: a float32 classifier export whose encoder runs on the real
-    tokens only answers what the padded export answers, on batches with padding and
-    without; a model that reads every position, or an unknown choice, is refused."""
+    """A float32 classifier export whose encoder runs on the real tokens only (the
+    default, `padding_free="auto"`) answers what the `"off"` (padded) export answers, on
+    batches with padding and without; a model that reads every position, or an unknown
+    choice, is refused."""
     export = sentence_pair_export
     exported = serving.export_saved_model(
         str(tmp_path),
-        "mnli_padding_free",
+        "mnli_padded",
         export.task,
         export.model,
         export.tokenizer,
         preprocessor=export.preprocessor,
-        padding_free="on",
+        padding_free="off",
     )
-    assert exported.description["padding_free"] is True
-    assert "encoder runs on: real tokens only" in serving.describe_export(exported.path)
-    fast = tf.saved_model.load(exported.path).signatures["serving_default"]
-    padded = loaded(export).signatures["serving_default"]
+    assert exported.description["padding_free"] is False
+    assert "encoder runs on: padded batch" in serving.describe_export(exported.path)
+    assert export.exported.description["padding_free"] is True
+    assert "encoder runs on: real tokens only" in serving.describe_export(export.path)
+    padded = tf.saved_model.load(exported.path).signatures["serving_default"]
+    fast = loaded(export).signatures["serving_default"]
     premises = ["a b c d e f g h i j", "a", "", "a b"]
     hypotheses = ["a", "a b c d e f g h i j k l", "a b", ""]
     for rows in (slice(0, 4), slice(0, 1), slice(2, 3)):
