@@ -156,8 +156,8 @@ class BertEncoder(keras.Model):
         if inference_call is None or training:
             return super().call(inputs, training=training, mask=mask)
         # A batch without padding (every single request) gains nothing from gathering
-        # its real tokens: it runs the padded graph (PaddingFreeEncoder cost 1.16x the
-        # batch-1 latency of a served MiniLM).
+        # its real tokens: it runs the padded graph (PaddingFreeEncoder cost +3% of the
+        # batch-1 p50 of a served float32 MiniLM, the check nothing measurable).
         return tf.cond(
             tf.reduce_all(tf.not_equal(inputs[INPUT_MASK], 0)),
             lambda: super(BertEncoder, self).call(inputs, training=False, mask=mask),

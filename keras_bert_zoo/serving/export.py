@@ -382,7 +382,7 @@ def export_saved_model(
 # served MiniLM classifier, raw movie-review sentences (`benchmarks/serving_latency.py`,
 # 2-core AVX512_BF16 CPU): batch 32 (~55% real tokens) 1.5x the padded export's
 # throughput in bfloat16 and in float32; batch 1 (no padding to skip: the padded graph
-# runs it, behind a check) within 2% of the padded export's p50. So `"auto"` takes it
+# runs it, behind a check) within 3% of the padded export's p50. So `"auto"` takes it
 # for these models in every precision.
 PADDING_FREE_MODELS = (BertClassifier, BertMultipleChoice)
 PADDING_FREE_CHOICES = ("auto", "on", "off")
