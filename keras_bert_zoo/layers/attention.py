@@ -146,7 +146,7 @@ class BertSelfAttention(keras.layers.Layer):
         self.built = True
 
     def call(self, hidden_states, attention_mask=None, training=None):
-        if self._fuses_projections(training):
+        if not training:
             context = self._attend_fused(self._query_key_value(hidden_states), attention_mask)
             return self.attention_output(context)
         query, key, value = self._project(hidden_states)
@@ -167,7 +167,7 @@ class BertSelfAttention(keras.layers.Layer):
             the tokens; only the scores are taken in the padded `[batch, seq_len]`
             layout, where each sequence attends to itself.
         """
-        if self._fuses_projections(training):
+        if not training:
             query_key_value = layout.to_padded(self._query_key_value(tokens), zero_padding=False)
             context = self._attend_fused(query_key_value, layout.attention_mask)
             return self.attention_output(layout.to_tokens(context))
@@ -218,45 +218,29 @@ class BertSelfAttention(keras.layers.Layer):
         probabilities = ops.cast(probabilities, self.compute_dtype)
         return ops.einsum("bnts,bsnh->btnh", probabilities, value)
 
-    # === Inference: one projection matmul ===
-    # Training keeps the three projection layers and the einsums above; at inference
-    # the query, key and value kernels run as one [hidden, 3 * hidden] matmul and the
-    # heads are laid out with one transpose instead of four. With `TokenLayout`
-    # gathering instead of scattering, MiniLM in bfloat16 on real tokens only ran
-    # 277-287 -> 310-334 seq/s, float32 padded unchanged (A/B against the previous
-    # commit, 2-core AVX512_BF16 CPU, benchmarks/README.md). Quantized projections
-    # keep their own layers.
-
-    def _fuses_projections(self, training):
-        projections = (self.query, self.key, self.value)
-        return not training and all(layer.quantization_mode is None for layer in projections)
+    # === Inference: one transpose into heads ===
+    # Training keeps the einsums above; at inference the three projections are stacked
+    # and laid out into heads with one transpose instead of four, and the packed path
+    # moves them to the padded layout with one gather instead of three. With
+    # `TokenLayout` gathering instead of scattering, MiniLM in bfloat16 on real tokens
+    # only ran 277-287 -> 310-334 seq/s (2-core AVX512_BF16 CPU, benchmarks/README.md).
+    # The projections stay three matmuls: concatenating their kernels into one copied
+    # every weight on every call (+9 ms per BERT-large request of 20 tokens, and even at
+    # 1,000 tokens no faster than three matmuls). Through the layers, LoRA and
+    # quantized projections apply as in training.
 
     def _query_key_value(self, hidden_states):
-        """`[batch, seq, hidden]` -> `[batch, seq, 3 * heads * head_size]`: query, key
-        and value side by side, from one matmul + bias (the kernels' `kernel` property,
-        so LoRA applies)."""
-        width = self.num_heads * self.head_size
+        """`[batch, seq, hidden]` -> `[batch, seq, 3, heads, head_size]`: query, key
+        and value stacked."""
         projections = (self.query, self.key, self.value)
-        kernel = ops.concatenate(
-            [ops.reshape(ops.cast(p.kernel, self.compute_dtype), (-1, width)) for p in projections],
-            axis=1,
-        )
-        bias = ops.concatenate(
-            [ops.reshape(ops.cast(p.bias, self.compute_dtype), (-1,)) for p in projections], axis=0
-        )
-        rows = ops.reshape(hidden_states, (-1, kernel.shape[0]))
-        # BiasAdd, not AddV2: TensorFlow's CPU rewriter fuses it into the matmul.
-        outputs = tf.nn.bias_add(ops.matmul(rows, kernel), bias)
-        batch, length = ops.shape(hidden_states)[0], ops.shape(hidden_states)[1]
-        return ops.reshape(outputs, (batch, length, 3 * width))
+        return ops.stack([layer(hidden_states) for layer in projections], axis=2)
 
     def _attend_fused(self, query_key_value, attention_mask):
         """Softmax attention over `_query_key_value`'s output; the context
         `[batch, seq, heads, head_size]`, equal to `_attend`'s to float rounding."""
-        batch, length = ops.shape(query_key_value)[0], ops.shape(query_key_value)[1]
-        heads = ops.reshape(query_key_value, (batch, length, 3, self.num_heads, self.head_size))
         # [3, batch, heads, seq, head_size]
-        query, key, value = ops.unstack(ops.transpose(heads, (2, 0, 3, 1, 4)), 3, axis=0)
+        heads = ops.transpose(query_key_value, (2, 0, 3, 1, 4))
+        query, key, value = ops.unstack(heads, 3, axis=0)
         # Scores in float32, as in `_attend`; scaled here rather than the query.
         scores = tf.linalg.matmul(
             ops.cast(query, "float32"), ops.cast(key, "float32"), transpose_b=True

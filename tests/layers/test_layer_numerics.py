@@ -138,7 +138,7 @@ def test_embeddings_dropout_only_in_training():
 @pytest.mark.parametrize("mask_rank", [None, 2, 3])
 @pytest.mark.parametrize("training", [False, True])
 def test_self_attention_matches_numpy(ref, randomize, mask_rank, training):
-    # training=False: one query/key/value matmul; True: the three layers and einsums
+    # training=False: the stacked projections and one transpose; True: the einsums
     # (no dropout configured, so both are deterministic).
     layer = BertSelfAttention(num_heads=HEADS, head_size=HIDDEN // HEADS)
     x = _hidden()
