@@ -6,6 +6,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_bert_zoo.layers._arguments import constructor_arguments
+
 # Added to the scores of padded keys. Large enough that exp() underflows to exactly 0 in
 # float32, small enough that a row whose keys are all padding still gives finite numbers.
 _MASK_BIAS = -1e9
@@ -255,13 +257,4 @@ class BertSelfAttention(keras.layers.Layer):
         return hidden_states_shape
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "head_size": self.head_size,
-                "dropout": self.dropout,
-                "initializer_range": self.initializer_range,
-            }
-        )
-        return config
+        return {**super().get_config(), **constructor_arguments(self)}

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_bert_zoo.layers._arguments import constructor_arguments
+
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
 class BertEmbeddings(keras.layers.Layer):
@@ -60,20 +62,18 @@ class BertEmbeddings(keras.layers.Layer):
 
         # === Layers ===
         initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
-        self.word_embeddings = keras.layers.Embedding(
-            vocab_size,
-            hidden_size,
-            embeddings_initializer=initializer,
-            dtype=self.dtype_policy,
-            name="word_embeddings",
-        )
-        self.token_type_embeddings = keras.layers.Embedding(
-            type_vocab_size,
-            hidden_size,
-            embeddings_initializer=initializer,
-            dtype=self.dtype_policy,
-            name="token_type_embeddings",
-        )
+
+        def table(rows, name):
+            return keras.layers.Embedding(
+                rows,
+                hidden_size,
+                embeddings_initializer=initializer,
+                dtype=self.dtype_policy,
+                name=name,
+            )
+
+        self.word_embeddings = table(vocab_size, "word_embeddings")
+        self.token_type_embeddings = table(type_vocab_size, "token_type_embeddings")
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
         )
@@ -115,16 +115,4 @@ class BertEmbeddings(keras.layers.Layer):
         return tuple(input_word_ids_shape) + (self.hidden_size,)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "vocab_size": self.vocab_size,
-                "hidden_size": self.hidden_size,
-                "max_position_embeddings": self.max_position_embeddings,
-                "type_vocab_size": self.type_vocab_size,
-                "initializer_range": self.initializer_range,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "dropout": self.dropout,
-            }
-        )
-        return config
+        return {**super().get_config(), **constructor_arguments(self)}

@@ -8,11 +8,22 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_bert_zoo.layers._arguments import constructor_arguments
 from keras_bert_zoo.layers.activations import apply_activation, check_activation
 
 
 def _initializer(stddev):
     return keras.initializers.TruncatedNormal(stddev=stddev)
+
+
+def _logits_dense(units, initializer_range):
+    """The last projection of a head, in float32 whatever the dtype policy."""
+    return keras.layers.Dense(
+        units,
+        kernel_initializer=_initializer(initializer_range),
+        dtype="float32",
+        name="output_dense",
+    )
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -136,16 +147,7 @@ class MaskedLMHead(keras.layers.Layer):
         )
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "vocab_size": self.vocab_size,
-                "activation": self.activation,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "initializer_range": self.initializer_range,
-            }
-        )
-        return config
+        return {**super().get_config(), **constructor_arguments(self, exclude=("embedding_layer",))}
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -168,12 +170,7 @@ class ClassificationHead(keras.layers.Layer):
         self.dropout = dropout
         self.initializer_range = initializer_range
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
-        self.output_dense = keras.layers.Dense(
-            num_classes,
-            kernel_initializer=_initializer(initializer_range),
-            dtype="float32",
-            name="output_dense",
-        )
+        self.output_dense = _logits_dense(num_classes, initializer_range)
 
     def build(self, pooled_shape):
         self.output_dense.build(pooled_shape)
@@ -186,15 +183,7 @@ class ClassificationHead(keras.layers.Layer):
         return tuple(pooled_shape[:-1]) + (self.num_classes,)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_classes": self.num_classes,
-                "dropout": self.dropout,
-                "initializer_range": self.initializer_range,
-            }
-        )
-        return config
+        return {**super().get_config(), **constructor_arguments(self)}
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -214,12 +203,7 @@ class SpanHead(keras.layers.Layer):
     def __init__(self, initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
         self.initializer_range = initializer_range
-        self.output_dense = keras.layers.Dense(
-            2,
-            kernel_initializer=_initializer(initializer_range),
-            dtype="float32",
-            name="output_dense",
-        )
+        self.output_dense = _logits_dense(2, initializer_range)
 
     def build(self, sequence_output_shape):
         self.output_dense.build(sequence_output_shape)
@@ -234,6 +218,4 @@ class SpanHead(keras.layers.Layer):
         return shape, shape
 
     def get_config(self):
-        config = super().get_config()
-        config.update({"initializer_range": self.initializer_range})
-        return config
+        return {**super().get_config(), **constructor_arguments(self)}

@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_bert_zoo.layers._arguments import constructor_arguments
 from keras_bert_zoo.layers.activations import (
     apply_activation,
     check_activation,
@@ -86,34 +87,32 @@ class TransformerEncoderBlock(keras.layers.Layer):
             name="attention",
         )
         self.attention.build(hidden_states_shape)
-        self.attention_dropout_layer = keras.layers.Dropout(
-            self.hidden_dropout, dtype=self.dtype_policy
+
+        def dense(units, input_shape, name):
+            layer = keras.layers.Dense(
+                units, kernel_initializer=initializer, dtype=self.dtype_policy, name=name
+            )
+            layer.build(input_shape)
+            return layer
+
+        def residual_dropout():
+            return keras.layers.Dropout(self.hidden_dropout, dtype=self.dtype_policy)
+
+        def layer_norm(name):
+            layer = keras.layers.LayerNormalization(
+                epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+            )
+            layer.build(hidden_states_shape)
+            return layer
+
+        self.attention_dropout_layer = residual_dropout()
+        self.attention_layer_norm = layer_norm("attention_layer_norm")
+        self.intermediate_dense = dense(
+            self.intermediate_size, hidden_states_shape, "intermediate_dense"
         )
-        self.attention_layer_norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="attention_layer_norm"
-        )
-        self.attention_layer_norm.build(hidden_states_shape)
-        self.intermediate_dense = keras.layers.Dense(
-            self.intermediate_size,
-            kernel_initializer=initializer,
-            dtype=self.dtype_policy,
-            name="intermediate_dense",
-        )
-        self.intermediate_dense.build(hidden_states_shape)
-        self.output_dense = keras.layers.Dense(
-            hidden_size,
-            kernel_initializer=initializer,
-            dtype=self.dtype_policy,
-            name="output_dense",
-        )
-        self.output_dense.build(intermediate_shape)
-        self.output_dropout_layer = keras.layers.Dropout(
-            self.hidden_dropout, dtype=self.dtype_policy
-        )
-        self.output_layer_norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="output_layer_norm"
-        )
-        self.output_layer_norm.build(hidden_states_shape)
+        self.output_dense = dense(hidden_size, intermediate_shape, "output_dense")
+        self.output_dropout_layer = residual_dropout()
+        self.output_layer_norm = layer_norm("output_layer_norm")
         self.built = True
 
     def call(self, hidden_states, attention_mask=None, training=None):
@@ -206,16 +205,4 @@ class TransformerEncoderBlock(keras.layers.Layer):
         return hidden_states_shape
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "intermediate_size": self.intermediate_size,
-                "activation": self.activation,
-                "hidden_dropout": self.hidden_dropout,
-                "attention_dropout": self.attention_dropout,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "initializer_range": self.initializer_range,
-            }
-        )
-        return config
+        return {**super().get_config(), **constructor_arguments(self)}

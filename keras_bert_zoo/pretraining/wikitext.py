@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 
 __all__ = ["clean_wikitext", "split_sentences", "wikitext_to_sentences", "DROPPED_TAGS"]
 
@@ -113,22 +114,48 @@ def _at_line_start(text: str, position: int) -> bool:
     return not text[line_start:position].strip()
 
 
-def _remove_braces(text: str) -> str:
-    """Drops templates `{{...}}` and tables `{|...|}` (a table opens at a line start)."""
-    if "{" not in text:
+def _replace_outermost(
+    text: str,
+    opening: str,
+    closing: str,
+    replacement: Callable[[int, int, dict[int, int]], str | None],
+) -> str:
+    """`text` with matched `opening`...`closing` spans replaced, outermost first.
+
+    `replacement(start, end, pairs)` gets a span's first and last positions and every
+    matched pair (`_matching_pairs`); it returns the span's new text, or None to keep
+    the brackets as they are and look inside them. A span inside a replaced one is
+    gone with it.
+    """
+    if opening not in text:
         return text
-    pairs = _matching_pairs(text, "{", "}")
+    pairs = _matching_pairs(text, opening, closing)
     out = []
     position = 0
-    for opening in sorted(pairs):
-        if opening < position:
-            continue  # inside a construct already dropped
-        following = text[opening + 1 : opening + 2]
-        if following == "{" or (following == "|" and _at_line_start(text, opening)):
-            out.append(text[position:opening])
-            position = pairs[opening] + 1
+    for start in sorted(pairs):
+        if start < position:
+            continue  # inside a span already replaced
+        end = pairs[start]
+        new_text = replacement(start, end, pairs)
+        if new_text is None:
+            continue
+        out.append(text[position:start])
+        out.append(new_text)
+        position = end + 1
     out.append(text[position:])
     return "".join(out)
+
+
+def _remove_braces(text: str) -> str:
+    """Drops templates `{{...}}` and tables `{|...|}` (a table opens at a line start)."""
+
+    def template_or_table(start: int, end: int, pairs: dict[int, int]) -> str | None:
+        following = text[start + 1 : start + 2]
+        if following == "{" or (following == "|" and _at_line_start(text, start)):
+            return ""
+        return None
+
+    return _replace_outermost(text, "{", "}", template_or_table)
 
 
 def _pipe_trick(target: str) -> str:
@@ -164,27 +191,16 @@ def _link_text(inner: str) -> str:
 
 def _replace_links(text: str) -> str:
     """Internal links -> their display text; external links -> their label."""
-    if "[" not in text:
-        return text
-    pairs = _matching_pairs(text, "[", "]")
-    out = []
-    position = 0
-    for opening in sorted(pairs):
-        if opening < position:
-            continue
-        closing = pairs[opening]
-        if text.startswith("[[", opening) and pairs.get(opening + 1) == closing - 1:
-            replacement = _link_text(text[opening + 2 : closing - 1])
-        else:
-            url = _EXTERNAL_LINK.match(text, opening + 1)
-            if url is None:
-                continue  # a literal bracket
-            replacement = _replace_links(text[url.end() : closing].strip())
-        out.append(text[position:opening])
-        out.append(replacement)
-        position = closing + 1
-    out.append(text[position:])
-    return "".join(out)
+
+    def link_text(start: int, end: int, pairs: dict[int, int]) -> str | None:
+        if text.startswith("[[", start) and pairs.get(start + 1) == end - 1:
+            return _link_text(text[start + 2 : end - 1])
+        url = _EXTERNAL_LINK.match(text, start + 1)
+        if url is None:
+            return None  # a literal bracket
+        return _replace_links(text[url.end() : end].strip())
+
+    return _replace_outermost(text, "[", "]", link_text)
 
 
 def _clean_line(line: str) -> str:

@@ -44,16 +44,22 @@ def exact_match_v1(prediction: str, ground_truth: str) -> bool:
     return normalize_answer(prediction) == normalize_answer(ground_truth)
 
 
-def f1_v1(prediction: str, ground_truth: str) -> float:
-    prediction_tokens = normalize_answer(prediction).split()
-    ground_truth_tokens = normalize_answer(ground_truth).split()
-    common = collections.Counter(prediction_tokens) & collections.Counter(ground_truth_tokens)
+def _token_overlap_f1(prediction_tokens: list[str], gold_tokens: list[str]) -> float:
+    """The harmonic mean of token precision and recall, 0 without a common token (the
+    arithmetic both scripts share once they have the tokens)."""
+    common = collections.Counter(prediction_tokens) & collections.Counter(gold_tokens)
     num_same = sum(common.values())
     if num_same == 0:
         return 0.0
     precision = num_same / len(prediction_tokens)
-    recall = num_same / len(ground_truth_tokens)
+    recall = num_same / len(gold_tokens)
     return (2 * precision * recall) / (precision + recall)
+
+
+def f1_v1(prediction: str, ground_truth: str) -> float:
+    return _token_overlap_f1(
+        normalize_answer(prediction).split(), normalize_answer(ground_truth).split()
+    )
 
 
 def evaluate_v1(
@@ -95,13 +101,7 @@ def f1_v2(gold: str, prediction: str) -> float:
     if not gold_tokens or not prediction_tokens:
         # A no-answer on either side scores 1 when both agree, 0 otherwise.
         return float(gold_tokens == prediction_tokens)
-    common = collections.Counter(gold_tokens) & collections.Counter(prediction_tokens)
-    num_same = sum(common.values())
-    if num_same == 0:
-        return 0.0
-    precision = num_same / len(prediction_tokens)
-    recall = num_same / len(gold_tokens)
-    return (2 * precision * recall) / (precision + recall)
+    return _token_overlap_f1(prediction_tokens, gold_tokens)
 
 
 def raw_scores_v2(

@@ -41,7 +41,6 @@ classifier fine-tuned there has its output rows in the same order.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from typing import ClassVar
 
@@ -50,6 +49,7 @@ from absl import logging
 from keras_bert_zoo.tasks._shared import prepared_tfds_builder
 from keras_bert_zoo.tasks.base import TaskOption, register_task
 from keras_bert_zoo.tasks.sentence.readers import InputFileError, read_delimited
+from keras_bert_zoo.tasks.sentence.scores import parse_score
 from keras_bert_zoo.tasks.sentence.task import SentenceExample, SentenceTask
 
 
@@ -85,10 +85,15 @@ class GlueTask(SentenceTask):
     Class attributes a GLUE task sets (besides `SentenceTask`'s):
         glue_name: the task's name on the GLUE server (`"CoLA"`).
         files: split -> file name in `data_dir`.
-        layouts: split -> `GlueFileLayout`.
+        layouts: split -> `GlueFileLayout`. Default: train and dev files with the
+            `text_fields` columns and a `label` column, a test file without labels.
         submission_names: split -> the submission file the GLUE server expects.
-        tfds_sources: split -> (tensorflow-datasets name, its split).
+            Default: `<glue_name>.tsv` for the test split.
+        tfds_sources: split -> (tensorflow-datasets name, its split). Default: the
+            train, validation and test splits of `glue/<glue_name>` (lower case, no
+            hyphen).
         tfds_text_keys: the tensorflow-datasets features in `text_fields` order.
+            Default: `text_fields`.
         skip_malformed_rows: drop rows of the wrong width with a logged count.
     """
 
@@ -103,6 +108,22 @@ class GlueTask(SentenceTask):
     tfds_sources: ClassVar[dict[str, tuple[str, str]]] = {}
     tfds_text_keys: ClassVar[tuple[str, ...]] = ()
     skip_malformed_rows: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if not cls.glue_name:
+            return  # a base of several tasks (`_ParaphraseTask`): no files of its own
+        # The defaults follow the task's own names, so they are set once they exist.
+        if not cls.layouts:
+            cls.layouts = _file_layouts(
+                GlueFileLayout(text_columns=cls.text_fields, label_column="label")
+            )
+        if not cls.submission_names:
+            cls.submission_names = {"test": f"{cls.glue_name}.tsv"}
+        if not cls.tfds_sources:
+            cls.tfds_sources = _standard_sources("glue/" + cls.glue_name.lower().replace("-", ""))
+        if not cls.tfds_text_keys:
+            cls.tfds_text_keys = cls.text_fields
 
     def split_names(self) -> dict[str, tuple[str, ...]]:
         return {"train": ("train",), "eval": ("dev",), "predict": ("test",)}
@@ -126,13 +147,7 @@ class GlueTask(SentenceTask):
 
     def _parse_label(self, value: str, where: str) -> str | float:
         if self.is_regression:
-            try:
-                score = float(value)
-            except ValueError:
-                score = math.nan
-            if not math.isfinite(score):
-                raise InputFileError(f"{where}: the score {value!r} is not a finite number")
-            return score
+            return parse_score(value, where)
         if value not in self.label_names:
             raise InputFileError(
                 f"{where}: label {value!r} is not one of {list(self.label_names)} "
@@ -228,6 +243,16 @@ class GlueTask(SentenceTask):
         return examples
 
 
+def _file_layouts(
+    labelled: GlueFileLayout, test: GlueFileLayout | None = None
+) -> dict[str, GlueFileLayout]:
+    """Train and dev files laid out as `labelled`; the test file as `test`, by default
+    `labelled` without its labels."""
+    if test is None:
+        test = labelled.unlabelled()
+    return {"train": labelled, "dev": labelled, "test": test}
+
+
 def _standard_sources(tfds_name: str) -> dict[str, tuple[str, str]]:
     return {
         "train": (tfds_name, "train"),
@@ -237,8 +262,6 @@ def _standard_sources(tfds_name: str) -> dict[str, tuple[str, str]]:
 
 
 # === The nine tasks ===
-
-_PAIR = GlueFileLayout(text_columns=("sentence1", "sentence2"), label_column="label")
 
 
 @register_task("glue/cola")
@@ -253,14 +276,7 @@ class ColaTask(GlueTask):
     _labelled = GlueFileLayout(
         text_columns=(3,), label_column=1, index_column=None, header=False, num_columns=4
     )
-    layouts = {
-        "train": _labelled,
-        "dev": _labelled,
-        "test": GlueFileLayout(text_columns=("sentence",), labelled=False),
-    }
-    submission_names = {"test": "CoLA.tsv"}
-    tfds_sources = _standard_sources("glue/cola")
-    tfds_text_keys = ("sentence",)
+    layouts = _file_layouts(_labelled, GlueFileLayout(text_columns=("sentence",), labelled=False))
 
 
 @register_task("glue/sst2")
@@ -271,36 +287,28 @@ class Sst2Task(GlueTask):
     text_fields = ("sentence",)
     label_names = ("0", "1")
     _labelled = GlueFileLayout(text_columns=("sentence",), label_column="label", index_column=None)
-    layouts = {
-        "train": _labelled,
-        "dev": _labelled,
-        "test": _labelled.unlabelled(index_column="index"),
-    }
-    submission_names = {"test": "SST-2.tsv"}
-    tfds_sources = _standard_sources("glue/sst2")
-    tfds_text_keys = ("sentence",)
+    layouts = _file_layouts(_labelled, _labelled.unlabelled(index_column="index"))
+
+
+class _ParaphraseTask(GlueTask):
+    """GLUE's paraphrase tasks: is the pair a paraphrase (1) or not (0)? F1 of class 1
+    (the primary metric) and accuracy."""
+
+    label_names = ("0", "1")
+    metric_names = ("f1", "accuracy")
+    primary_metric = "f1"
 
 
 @register_task("glue/mrpc")
-class MrpcTask(GlueTask):
+class MrpcTask(_ParaphraseTask):
     """MRPC: are the two sentences paraphrases? F1 (of class 1) and accuracy."""
 
     glue_name = "MRPC"
     text_fields = ("sentence1", "sentence2")
-    label_names = ("0", "1")
-    metric_names = ("f1", "accuracy")
-    primary_metric = "f1"
     _labelled = GlueFileLayout(
         text_columns=("#1 String", "#2 String"), label_column="Quality", index_column=None
     )
-    layouts = {
-        "train": _labelled,
-        "dev": _labelled,
-        "test": _labelled.unlabelled(index_column="index"),
-    }
-    submission_names = {"test": "MRPC.tsv"}
-    tfds_sources = _standard_sources("glue/mrpc")
-    tfds_text_keys = ("sentence1", "sentence2")
+    layouts = _file_layouts(_labelled, _labelled.unlabelled(index_column="index"))
 
 
 @register_task("glue/stsb")
@@ -312,29 +320,22 @@ class StsbTask(GlueTask):
     label_names = None
     metric_names = ("pearson", "spearman")
     primary_metric = "spearman"
-    _labelled = GlueFileLayout(text_columns=("sentence1", "sentence2"), label_column="score")
-    layouts = {"train": _labelled, "dev": _labelled, "test": _labelled.unlabelled()}
-    submission_names = {"test": "STS-B.tsv"}
-    tfds_sources = _standard_sources("glue/stsb")
-    tfds_text_keys = ("sentence1", "sentence2")
+    layouts = _file_layouts(
+        GlueFileLayout(text_columns=("sentence1", "sentence2"), label_column="score")
+    )
 
 
 @register_task("glue/qqp")
-class QqpTask(GlueTask):
+class QqpTask(_ParaphraseTask):
     """QQP: are the two questions duplicates? F1 (of class 1) and accuracy."""
 
     glue_name = "QQP"
     text_fields = ("question1", "question2")
-    label_names = ("0", "1")
-    metric_names = ("f1", "accuracy")
-    primary_metric = "f1"
-    _labelled = GlueFileLayout(
-        text_columns=("question1", "question2"), label_column="is_duplicate", index_column="id"
+    layouts = _file_layouts(
+        GlueFileLayout(
+            text_columns=("question1", "question2"), label_column="is_duplicate", index_column="id"
+        )
     )
-    layouts = {"train": _labelled, "dev": _labelled, "test": _labelled.unlabelled()}
-    submission_names = {"test": "QQP.tsv"}
-    tfds_sources = _standard_sources("glue/qqp")
-    tfds_text_keys = ("question1", "question2")
     skip_malformed_rows = True
 
 
@@ -384,7 +385,6 @@ class MnliTask(GlueTask):
         "test_mismatched": ("glue/mnli", "test_mismatched"),
         "diagnostic": ("glue/ax", "test"),
     }
-    tfds_text_keys = ("premise", "hypothesis")
 
     def split_names(self) -> dict[str, tuple[str, ...]]:
         predict = ("test_matched", "test_mismatched")
@@ -449,11 +449,6 @@ class QnliTask(GlueTask):
     glue_name = "QNLI"
     text_fields = ("question", "sentence")
     label_names = ("entailment", "not_entailment")
-    _labelled = GlueFileLayout(text_columns=("question", "sentence"), label_column="label")
-    layouts = {"train": _labelled, "dev": _labelled, "test": _labelled.unlabelled()}
-    submission_names = {"test": "QNLI.tsv"}
-    tfds_sources = _standard_sources("glue/qnli")
-    tfds_text_keys = ("question", "sentence")
 
 
 @register_task("glue/rte")
@@ -463,10 +458,6 @@ class RteTask(GlueTask):
     glue_name = "RTE"
     text_fields = ("sentence1", "sentence2")
     label_names = ("entailment", "not_entailment")
-    layouts = {"train": _PAIR, "dev": _PAIR, "test": _PAIR.unlabelled()}
-    submission_names = {"test": "RTE.tsv"}
-    tfds_sources = _standard_sources("glue/rte")
-    tfds_text_keys = ("sentence1", "sentence2")
 
 
 @register_task("glue/wnli")
@@ -476,10 +467,6 @@ class WnliTask(GlueTask):
     glue_name = "WNLI"
     text_fields = ("sentence1", "sentence2")
     label_names = ("0", "1")
-    layouts = {"train": _PAIR, "dev": _PAIR, "test": _PAIR.unlabelled()}
-    submission_names = {"test": "WNLI.tsv"}
-    tfds_sources = _standard_sources("glue/wnli")
-    tfds_text_keys = ("sentence1", "sentence2")
 
 
 GLUE_TASK_NAMES = (

@@ -68,6 +68,7 @@ from keras_bert_zoo.tasks.sentence.readers import (
     read_delimited,
     read_fasttext,
 )
+from keras_bert_zoo.tasks.sentence.scores import parse_score
 from keras_bert_zoo.tasks.sentence.task import WINDOW_OPTIONS, SentenceExample, SentenceTask
 
 _FILE_OPTIONS = {"train": "train_file", "dev": "eval_file", "test": "predict_file"}
@@ -298,20 +299,10 @@ class TextClassificationTask(SentenceTask):
         state = dict(state)
         if not state:
             return
-        if bool(state.get("regression")) != self.regression:
-            raise ValueError(
-                f"{self.task_name}: the saved model is a "
-                f"{'regression' if state.get('regression') else 'classifier'} but "
-                f"regression={self.regression}"
-            )
+        self._check_saved_kind(state, "regression", ("a classifier", "a regression"))
         if self.regression:
             return
-        if bool(state.get("multi_label")) != self.multi_label:
-            raise ValueError(
-                f"{self.task_name}: the saved model is "
-                f"{'multi-label' if state.get('multi_label') else 'single-label'} but "
-                f"multi_label={self.multi_label}"
-            )
+        self._check_saved_kind(state, "multi_label", ("single-label", "multi-label"))
         names = tuple(state.get("label_names") or ())
         if self._label_names is not None and self._label_names != names:
             raise ValueError(
@@ -331,6 +322,18 @@ class TextClassificationTask(SentenceTask):
                     f"in (0, 1) per label of {list(names)}"
                 )
             self._thresholds = np.asarray(thresholds, np.float64)
+
+    def _check_saved_kind(
+        self, state: Mapping[str, Any], option: str, kinds: tuple[str, str]
+    ) -> None:
+        """A ValueError unless the saved model was made with the boolean `option` as
+        this task has it; `kinds` names a model without and with it."""
+        saved = bool(state.get(option))
+        if saved != getattr(self, option):
+            raise ValueError(
+                f"{self.task_name}: the saved model is {kinds[saved]} but "
+                f"{option}={getattr(self, option)}"
+            )
 
     def state(self) -> dict[str, Any]:
         state = super().state()
@@ -401,13 +404,7 @@ class TextClassificationTask(SentenceTask):
                 raise InputFileError(f"{where}: a label is given twice in {value!r}")
             return labels
         if self.regression:
-            try:
-                score = float(value)
-            except ValueError:
-                score = math.nan
-            if not math.isfinite(score):
-                raise InputFileError(f"{where}: the label {value!r} is not a finite number")
-            return score
+            return parse_score(value, where, column="label")
         if not value:
             raise InputFileError(f"{where}: empty label")
         return value
