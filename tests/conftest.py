@@ -28,14 +28,14 @@ LONGEST_FILES = (
     "training/test_distribute.py",  # 95 s
     "serving/test_native.py",  # 85 s
     "tasks/test_sentence_finetuning.py",  # 85 s
-    "tasks/test_finetuning_distributed.py",  # 80 s
+    "runners/test_finetuning_distributed.py",  # 80 s
     "tasks/test_task_serving_outputs.py",  # 70 s
     "tools/test_run_finetuning_resume.py",  # 65 s
     "models/test_model_training.py",  # 65 s
     "test_readme.py",  # 60 s
     "pretraining/test_pretraining_dynamic.py",  # 60 s
     "training/test_resume.py",  # 60 s
-    "tasks/test_finetuning.py",  # 55 s
+    "runners/test_finetuning.py",  # 55 s
     "tasks/test_multi_label.py",  # ~55 s
     "tasks/test_long_documents.py",  # ~45 s
     "test_readme_commands_machines.py",  # ~50 s

@@ -93,7 +93,7 @@ _PRETRAINING_SIZE = [
 
 def size_flags(tool: str, args: list[str]) -> list[str]:
     if tool == "run_finetuning.py":
-        if any(arg in ("--mode=eval", "--mode=predict") for arg in args):
+        if any(arg in ("--mode=eval", "--mode=predict", "--mode=export") for arg in args):
             return []  # the fine-tuned model keeps its own sizes
         extra = list(_FINETUNING_SIZE)
         if any(arg.startswith("--task=squad") for arg in args):

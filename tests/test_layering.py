@@ -19,6 +19,14 @@ The rules (README.md, "Architecture"):
   nor `serving/`, nor `runners/`: it never branches on what it trains.
 - `runners/` (the jobs behind `tools/run_*.py`) is the top floor: nothing in the package
   outside `runners/` imports it (`tools/` may).
+- `utils/` is the ground floor: it imports nothing of the package but `utils/` itself (a
+  helper that needs `models/` or `text/` lives with them).
+- `config.py` imports `utils/` and nothing above it: no `models/`, `text/`, `data/`,
+  `checkpoints/`, loops or the package root. It validates `hidden_act` and the head
+  size with two modules of `layers/` (`CONFIG_LAYERS_MODULES`, which import only
+  Keras), named one by one.
+- No import cycle: no module of the package reaches itself through the imports of the
+  package's modules, lazy ones included.
 
 One exception, listed by name and temporary: the deprecated aliases of the names that
 moved to `runners/` (`DEPRECATED_ALIASES`, removed in the next release with the README's
@@ -45,6 +53,11 @@ DEPRECATED_ALIASES = {
     "keras_bert_zoo/pretraining/__init__.py",
 }
 
+# The modules of `layers/` that `config.py` validates its fields with.
+CONFIG_LAYERS_MODULES = frozenset(
+    {"keras_bert_zoo.layers.activations", "keras_bert_zoo.layers.attention"}
+)
+
 
 @dataclasses.dataclass(frozen=True)
 class Import:
@@ -62,6 +75,7 @@ class Rule:
     allowed: frozenset[str] | None = None  # the only areas it may import (besides its own)
     forbidden: frozenset[str] = frozenset()  # areas it may not import
     forbidden_external: frozenset[str] = frozenset()  # top-level third-party packages
+    allowed_modules: frozenset[str] = frozenset()  # modules it may import, by name
 
     def applies(self, area: str) -> bool:
         return self.applies_to is None or area in self.applies_to
@@ -69,7 +83,7 @@ class Rule:
     def breaks(self, area: str, imported: Import) -> bool:
         if imported.target.split(".")[0] == PACKAGE:
             target_area = area_of(imported.target)
-            if target_area == area:
+            if target_area == area or imported.target in self.allowed_modules:
                 return False
             if self.allowed is not None and target_area not in self.allowed:
                 return True
@@ -121,6 +135,26 @@ RULES = [
         applies_to=frozenset({"training"}),
         forbidden=frozenset({"tasks", "pretraining", "serving", "runners"}),
         why="training/ imports no task (tasks/, pretraining/), nor serving/, nor runners/",
+    ),
+    Rule(
+        name="utils",
+        applies_to=frozenset({"utils"}),
+        allowed=frozenset(),
+        why=(
+            "utils/ is the ground floor: it imports nothing of the package but utils/ itself "
+            "(a helper that needs models/ or text/ lives with them)"
+        ),
+    ),
+    Rule(
+        name="config",
+        applies_to=frozenset({"config"}),
+        allowed=frozenset({"utils"}),
+        allowed_modules=CONFIG_LAYERS_MODULES,
+        why=(
+            "config.py imports utils/ and nothing above it (no layers/ beyond "
+            "CONFIG_LAYERS_MODULES, no models/, text/, data/, checkpoints/, loops or the "
+            "package root)"
+        ),
     ),
     Rule(
         name="runners_on_top",
@@ -285,6 +319,37 @@ def test_every_import_form_is_seen():
     ]
 
 
+def test_the_utils_and_config_rules_catch_what_they_must():
+    rules = {rule.name: rule for rule in RULES}
+    # What utils/model_files.py did before it moved to models/: a lazy import.
+    lazy = imports_in(
+        "def load():\n    import keras_bert_zoo.models\n",
+        module="keras_bert_zoo.utils.model_files",
+        is_package=False,
+        relative="keras_bert_zoo/utils/model_files.py",
+    )
+    assert [rules["utils"].breaks("utils", i) for i in lazy] == [True]
+    found = imports_in(
+        "\n".join(
+            [
+                "from keras_bert_zoo.utils.atomic import write_json_atomically",
+                "from keras_bert_zoo.layers.activations import check_activation",
+                "from keras_bert_zoo.layers.heads import ClassificationHead",
+                "from keras_bert_zoo.text import BertTokenizer",
+                "from keras_bert_zoo.models import BertEncoder",
+            ]
+        ),
+        module="keras_bert_zoo.config",
+        is_package=False,
+        relative="keras_bert_zoo/config.py",
+    )
+    assert [i.target for i in found if rules["config"].breaks("config", i)] == [
+        "keras_bert_zoo.layers.heads",
+        "keras_bert_zoo.text",
+        "keras_bert_zoo.models",
+    ]
+
+
 @pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.name)
 def test_floors(rule, all_imports):
     offending = []
@@ -306,3 +371,82 @@ def test_the_deprecated_aliases_are_the_only_exception_and_reach_runners(all_imp
     aliases = {i.path: i.target for found in all_imports.values() for i in found if _is_alias(i)}
     assert set(aliases) == DEPRECATED_ALIASES
     assert all(target.startswith(f"{PACKAGE}.runners.") for target in aliases.values())
+
+
+def import_graph(all_imports) -> dict[str, set[str]]:
+    """`{module: the package's modules it imports}`, every import counted (lazy ones
+    too) but the forwards of the deprecated aliases. A module's parent packages, which
+    Python imports before it, are not edges: every package imports its own modules."""
+    graph = {}
+    for path, found in all_imports.items():
+        module = _module_name(path)
+        graph[module] = {
+            i.target
+            for i in found
+            if i.target.split(".")[0] == PACKAGE
+            and i.target != module
+            and _is_module(i.target)
+            and not _is_alias(i)
+        }
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Cycles of `graph`, each as the path `[a, b, ..., a]`: one for each edge that closes
+    a loop in a depth-first walk, so an empty list means there is none."""
+    cycles, done = [], set()
+    for root in sorted(graph):
+        if root in done:
+            continue
+        path, on_path = [root], {root}
+        stack = [iter(sorted(graph.get(root, ())))]
+        while stack:
+            target = next(stack[-1], None)
+            if target is None:
+                stack.pop()
+                done.add(path[-1])
+                on_path.discard(path.pop())
+            elif target in on_path:
+                cycles.append(path[path.index(target) :] + [target])
+            elif target not in done:
+                path.append(target)
+                on_path.add(target)
+                stack.append(iter(sorted(graph.get(target, ()))))
+    return cycles
+
+
+def test_the_cycle_search_sees_a_lazy_cycle():
+    # `base` imports `saving` inside a function only; `saving` imports `base`.
+    base = imports_in(
+        "def f():\n    from keras_bert_zoo.tasks.saving import task_description\n",
+        module="keras_bert_zoo.tasks.base",
+        is_package=False,
+        relative="keras_bert_zoo/tasks/base.py",
+    )
+    saving = imports_in(
+        "from keras_bert_zoo.tasks.base import Task",
+        module="keras_bert_zoo.tasks.saving",
+        is_package=False,
+        relative="keras_bert_zoo/tasks/saving.py",
+    )
+    graph = import_graph(
+        {
+            PACKAGE_DIR / "tasks" / "base.py": base,
+            PACKAGE_DIR / "tasks" / "saving.py": saving,
+            PACKAGE_DIR / "inputs.py": [],
+        }
+    )
+    assert import_cycles(graph) == [
+        ["keras_bert_zoo.tasks.base", "keras_bert_zoo.tasks.saving", "keras_bert_zoo.tasks.base"]
+    ]
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": set(), "d": {"b"}}) == []
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"b"}}) == [["b", "c", "b"]]
+
+
+def test_no_import_cycle(all_imports):
+    graph = import_graph(all_imports)
+    assert "keras_bert_zoo.tasks.saving" in graph["keras_bert_zoo.runners.finetuning"]
+    cycles = import_cycles(graph)
+    assert not cycles, "Import cycles (lazy imports count):\n" + "\n".join(
+        "  " + " -> ".join(cycle) for cycle in cycles
+    )

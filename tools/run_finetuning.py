@@ -5,7 +5,7 @@ With no `--task` it runs the built-in main job: the real pretrained all-MiniLM-L
 50 held out; it prints progress, the held-out accuracy, the wall time and its answers
 for a few raw sentences. Any flag given changes that job's setting.
 
-With `--task`, it runs `--mode` (train | train_and_eval | eval | predict) on that task
+With `--task`, it runs `--mode` (train | train_and_eval | eval | predict | export) on that task
 (`--helpfull` lists them and every flag: the runner's, the training core's, and each
 task's options). Flags keep google-research/bert's `run_classifier.py` names and
 defaults: `--train_batch_size=32 --learning_rate=5e-5 --num_train_epochs=3
@@ -20,13 +20,15 @@ Usage:
       --init_checkpoint=uncased_L-12_H-768_A-12 --output_dir=/tmp/mrpc --learning_rate=2e-5
   python tools/run_finetuning.py --task=glue/mrpc --data_dir=glue_data/MRPC \
       --output_dir=/tmp/mrpc --mode=predict
+  python tools/run_finetuning.py --mode=export --init_checkpoint=/tmp/mrpc \
+      --output_dir=/tmp/mrpc_hf --export_formats=huggingface
 """
 
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
 from keras_bert_zoo.runners import demo, finetuning  # noqa: E402
 from keras_bert_zoo.utils import cli  # noqa: E402
@@ -36,20 +38,11 @@ FLAGS = flags.FLAGS
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    if FLAGS.task is None:
+    cli.refuse_arguments(argv)
+    if FLAGS.task is None and FLAGS.mode in ("train", "train_and_eval"):
         demo.run_demo(demo.demo_config(**finetuning.explicit_flag_values(FLAGS)))
         return
-    result = finetuning.run_finetuning(finetuning.config_from_flags(FLAGS))
-    if result.eval_results:
-        print(f"eval_results.json (step {result.step}):")
-        for split, metrics in result.eval_results.items():
-            print(f"  {split}: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items())))
-    for split, paths in result.prediction_files.items():
-        print(f"{split}: " + ", ".join(paths))
-    for layout, path in result.exports.items():
-        print(f"{layout}: {path}")
+    print(finetuning.summary(finetuning.run_finetuning(finetuning.config_from_flags(FLAGS))))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ Usage:
   python tools/saved_model_run.py --saved_model=exports/squad/3 \
       --input="question=Who won?" --input="context=Ada won the race in 1842."
   python tools/saved_model_run.py --saved_model=exports/sst2 --show_only
+  python tools/saved_model_run.py --saved_model=hub/bert --show_only  # a hub pair
 """
 
 import os
@@ -24,7 +25,10 @@ from keras_bert_zoo import serving  # noqa: E402
 from keras_bert_zoo.utils import cli  # noqa: E402
 
 _SAVED_MODEL = flags.DEFINE_string(
-    "saved_model", None, "A version directory, or a model directory (highest version)."
+    "saved_model",
+    None,
+    "A version directory, a model directory (highest version), or a TF Hub style pair's "
+    "directory (--show_only).",
 )
 _SIGNATURE = flags.DEFINE_string("signature", "serving_default", "Signature to run.")
 _INPUT = flags.DEFINE_multi_string(
@@ -78,6 +82,11 @@ def main(argv):
     print(serving.describe_export(path))
     if _SHOW_ONLY.value:
         return
+    if serving.is_hub_pair(path):
+        raise app.UsageError(
+            f"{path} is a TF Hub style pair: --show_only describes it; this tool answers "
+            "requests of task exports only (load the pair with tf.saved_model.load)"
+        )
     inputs = _inputs()
     if not inputs:
         raise app.UsageError("Give --input=FIELD=TEXT (or --input_file) to run a request")

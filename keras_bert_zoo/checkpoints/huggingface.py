@@ -42,6 +42,7 @@ SAFETENSORS_INDEX_NAME = "model.safetensors.index.json"
 PYTORCH_NAME = "pytorch_model.bin"
 PYTORCH_INDEX_NAME = "pytorch_model.bin.index.json"
 PREFIX = "bert."
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -303,3 +304,34 @@ def write_checkpoint(
             write_json_atomically(os.path.join(temp_dir, CONFIG_NAME), data)
         copy_vocab(vocab_file, temp_dir)
     return os.path.join(os.path.abspath(os.fspath(path)), SAFETENSORS_NAME)
+
+
+# === What transformers reads beside the weights ===
+
+
+def tokenizer_config(lowercase: bool | None, model_max_length: int) -> dict:
+    """`tokenizer_config.json`: what transformers' `BertTokenizer` needs to tokenize as
+    ours does (the casing; accents stripped with lower-casing, as BERT's
+    `BasicTokenizer`), and the longest input."""
+    return {
+        "tokenizer_class": "BertTokenizer",
+        "do_lower_case": bool(lowercase),
+        "strip_accents": None,
+        "model_max_length": int(model_max_length),
+    }
+
+
+def label_config(label_names, num_classes: int | None, problem_type: str | None) -> dict:
+    """`config.json` keys of a classification head: `id2label` / `label2id` when there
+    is one name per output (`num_classes`), and the head's `problem_type`
+    (`single_label_classification`, `multi_label_classification`, `regression`)."""
+    update = {}
+    if num_classes and problem_type is not None:
+        update["problem_type"] = problem_type
+    if not num_classes or not label_names or len(label_names) != int(num_classes):
+        return update
+    return {
+        **update,
+        "id2label": {str(i): str(name) for i, name in enumerate(label_names)},
+        "label2id": {str(name): i for i, name in enumerate(label_names)},
+    }

@@ -90,3 +90,9 @@ class BertClassifier(_EncoderOutputClassifier):
     # run_classifier.py's names; BertForSequenceClassification.
     checkpoint_heads = (HeadCheckpointNames("classification_head", OUTPUT_DENSE, "", "classifier"),)
     huggingface_architecture = "BertForSequenceClassification"
+    # The head reads the pooled output, one example a row.
+    outputs_from_head_positions = True
+    supports_padding_free_inference = True
+
+    def outputs_at_head_positions(self, pooled_output, masked_lm_outputs=None, training=None):
+        return self.classification_head(pooled_output, training=training)

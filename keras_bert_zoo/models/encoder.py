@@ -1,5 +1,6 @@
 """`BertEncoder`: the BERT Transformer stack as a functional Keras model."""
 
+import contextlib
 import warnings
 
 import keras
@@ -68,6 +69,10 @@ class BertEncoder(keras.Model):
     print(outputs["sequence_output"].shape, outputs["pooled_output"].shape)
     ```
     """
+
+    # The callable inference calls go through while `route_inference` is open; None:
+    # the padded graph.
+    _inference_route = None
 
     def __init__(
         self,
@@ -149,10 +154,41 @@ class BertEncoder(keras.Model):
         self.initializer_range = initializer_range
         self.layer_norm_epsilon = layer_norm_epsilon
 
+    @property
+    def inference_route(self):
+        """The callable that answers this encoder's inference calls while a
+        `route_inference` block is open, else None (the padded graph)."""
+        return self._inference_route
+
+    @contextlib.contextmanager
+    def route_inference(self, route):
+        """While open, inference calls (`training` false) of this encoder on a batch
+        with padding answer `route(inputs)` instead of running the padded graph.
+
+        The exporter traces the served graph inside such a block
+        (`keras_bert_zoo.models.padding_free.padding_free_inference` routes through a
+        `PaddingFreeEncoder`). Training calls, batches without padding, and every call
+        after the block run the padded graph. Blocks nest: leaving one restores the
+        route before it.
+
+        Args:
+            route: callable, the encoder's input dict -> a dict of its outputs
+                (`sequence_output`, `pooled_output`, `encoder_outputs`), or None for
+                the padded graph.
+        """
+        previous = self._inference_route
+        # Not Keras' __setattr__: the route is often a model wrapping this encoder
+        # (`PaddingFreeEncoder`), which Keras would track as a sublayer of the layer it
+        # wraps (a cycle).
+        object.__setattr__(self, "_inference_route", route)
+        try:
+            yield self
+        finally:
+            object.__setattr__(self, "_inference_route", previous)
+
     def call(self, inputs, training=None, mask=None):
-        # An exporter may route inference through the real tokens only
-        # (`padding_free.padding_free_inference`); training always runs the padded graph.
-        inference_call = getattr(self, "_inference_call", None)
+        # Training always runs the padded graph (`route_inference`).
+        inference_call = self._inference_route
         if inference_call is None or training:
             return super().call(inputs, training=training, mask=mask)
         # A batch without padding (every single request) gains nothing from gathering

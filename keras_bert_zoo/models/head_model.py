@@ -48,10 +48,31 @@ class EncoderHeadModel(keras.Model):
     in `_head_config()`, and declare their heads' checkpoint names once in
     `checkpoint_heads` (with the Hugging Face class the same model is,
     `huggingface_architecture`).
+
+    Each class also declares what its outputs read of the encoder (false by default):
+    the faster passes that may stand in for its plain call read these capabilities,
+    never a list of classes, so a new model opts in by declaring them.
+
+    Attributes:
+        outputs_from_head_positions: its outputs are its heads applied to the pooled
+            output ([CLS]) of `[batch, seq_len]` inputs, one example a row, and, with
+            `reads_masked_lm_positions`, to the last block's outputs at
+            `masked_lm_positions`; `outputs_at_head_positions` computes them from
+            those alone. The packed (`models.packed`) and head-position
+            (`models.head_positions`) training passes run such a model.
+        reads_masked_lm_positions: its heads also read the last block at the
+            `masked_lm_positions` input (pretraining).
+        supports_padding_free_inference: its outputs read the encoder at [CLS] only,
+            so that an export may run the encoder on the real tokens of a request
+            alone (`models.padding_free.padding_free_inference`): its padded
+            positions reach no output.
     """
 
     checkpoint_heads: ClassVar[tuple[HeadCheckpointNames, ...]] = ()
     huggingface_architecture: ClassVar[str] = "BertModel"
+    outputs_from_head_positions: ClassVar[bool] = False
+    reads_masked_lm_positions: ClassVar[bool] = False
+    supports_padding_free_inference: ClassVar[bool] = False
 
     @staticmethod
     def _initializer_range(encoder, initializer_range):
@@ -60,6 +81,21 @@ class EncoderHeadModel(keras.Model):
 
     def _head_config(self):
         raise NotImplementedError
+
+    def outputs_at_head_positions(self, pooled_output, masked_lm_outputs=None, training=None):
+        """What `self(x)` returns, from the encoder outputs its heads read (for a class
+        that declares `outputs_from_head_positions`).
+
+        Args:
+            pooled_output: float tensor `[batch, hidden]`, the pooler's output.
+            masked_lm_outputs: float tensor `[batch, predictions, hidden]`, the last
+                block's outputs at `masked_lm_positions` (with
+                `reads_masked_lm_positions` only), or None.
+            training: bool. Dropout.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} does not declare outputs_from_head_positions"
+        )
 
     def get_config(self):
         return {
@@ -74,3 +110,21 @@ class EncoderHeadModel(keras.Model):
         config = dict(config)
         config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
         return cls(**config)
+
+
+def head_models_with(capability: str) -> tuple[type[EncoderHeadModel], ...]:
+    """The public `EncoderHeadModel` classes defined so far that declare `capability`
+    (one of its boolean class attributes) true, sorted by name: for messages that list
+    them.
+
+    Args:
+        capability: str. `"outputs_from_head_positions"`,
+            `"supports_padding_free_inference"` or `"reads_masked_lm_positions"`.
+    """
+    found, pending = set(), [EncoderHeadModel]
+    while pending:
+        for subclass in pending.pop().__subclasses__():
+            pending.append(subclass)
+            if not subclass.__name__.startswith("_") and getattr(subclass, capability):
+                found.add(subclass)
+    return tuple(sorted(found, key=lambda cls: (cls.__name__, cls.__module__)))

@@ -7,7 +7,8 @@ but its queries, attention output, feed-forward layer and LayerNorms are needed 
 positions only (`BertEncoder.run_layers(output_positions=...)`). TF Model Garden's
 `output_range` does this for the [CLS] token.
 
-`head_position_outputs(model, x)` returns what `model(x)` returns, to float rounding.
+`head_position_outputs(model, x)` returns what `model(x)` returns, to float rounding,
+for the models that declare `outputs_from_head_positions` (`EncoderHeadModel`).
 With dropout, the last block's masks are drawn over the read positions only: the same
 distribution, other draws.
 
@@ -15,16 +16,19 @@ Example:
 
 ```python
 import numpy as np
-from keras_bert_zoo.models import BertClassifier, BertEncoder
+from keras_bert_zoo.models import BertEncoder, BertPretrainer
 from keras_bert_zoo.models.head_positions import head_position_outputs
 
-model = BertClassifier(BertEncoder.untrained("bert_tiny_uncased"), num_classes=2)
+model = BertPretrainer(BertEncoder.untrained("bert_tiny_uncased"))
+word_ids = np.array([[101, 103, 2003, 102, 0]])
 x = {
-    "input_word_ids": np.array([[101, 7592, 102, 0], [101, 2088, 2003, 102]]),
-    "input_mask": np.array([[1, 1, 1, 0], [1, 1, 1, 1]]),
-    "input_type_ids": np.zeros((2, 4), "int32"),
+    "input_word_ids": word_ids,
+    "input_mask": (word_ids != 0).astype("int32"),
+    "input_type_ids": np.zeros_like(word_ids),
+    "masked_lm_positions": np.array([[1, 0]]),
 }
-logits = head_position_outputs(model, x, training=False)  # == model(x) to rounding
+# The last block runs at positions 0 ([CLS]) and 1 only; == model(x) to rounding.
+outputs = head_position_outputs(model, x, training=False)
 ```
 """
 
@@ -41,23 +45,22 @@ from keras_bert_zoo.inputs import (
     MASKED_LM_POSITIONS,
 )
 from keras_bert_zoo.models.encoder import BertEncoder
-from keras_bert_zoo.models.head_outputs import SUPPORTED_MODELS, head_outputs
-from keras_bert_zoo.models.pretrainer import BertPretrainer
+from keras_bert_zoo.models.head_outputs import head_outputs, supported_models, supports_head_outputs
 
 
 def supports(model) -> bool:
-    """Whether `head_position_outputs` can run `model`: one of `SUPPORTED_MODELS`
-    over a `BertEncoder` (whose `run_layers` takes `output_positions`)."""
-    return isinstance(model, SUPPORTED_MODELS) and isinstance(
-        getattr(model, "encoder", None), BertEncoder
-    )
+    """Whether `head_position_outputs` can run `model`: its class declares
+    `outputs_from_head_positions`, and its encoder is a `BertEncoder` (whose
+    `run_layers` takes `output_positions`)."""
+    return supports_head_outputs(model) and isinstance(getattr(model, "encoder", None), BertEncoder)
 
 
 def head_position_outputs(model, x: Mapping, training=None):
     """`model`'s outputs, with the last block computed at the positions the heads read.
 
     Args:
-        model: `BertClassifier` or `BertPretrainer` over a `BertEncoder`.
+        model: a model whose class declares `outputs_from_head_positions`
+            (`BertClassifier`, `BertPretrainer`), over a `BertEncoder`.
         x: the model's input dict (padded batch).
         training: bool. Dropout.
 
@@ -66,13 +69,13 @@ def head_position_outputs(model, x: Mapping, training=None):
     """
     if not supports(model):
         raise TypeError(
-            f"head_position_outputs supports {[m.__name__ for m in SUPPORTED_MODELS]} "
+            f"head_position_outputs supports {[m.__name__ for m in supported_models()]} "
             f"over a BertEncoder, not {type(model).__name__} over "
             f"{type(getattr(model, 'encoder', None)).__name__}"
         )
     word_ids = x[INPUT_WORD_IDS]
     first_token = ops.zeros((ops.shape(word_ids)[0], 1), "int32")
-    if isinstance(model, BertPretrainer):
+    if model.reads_masked_lm_positions:
         masked_lm_positions = ops.cast(x[MASKED_LM_POSITIONS], "int32")
         positions = ops.concatenate([first_token, masked_lm_positions], axis=1)
     else:

@@ -59,6 +59,9 @@ class BertMultipleChoice(EncoderHeadModel):
     # No google-research/bert release: run_classifier.py's names. BertForMultipleChoice.
     checkpoint_heads = (HeadCheckpointNames("choice_head", OUTPUT_DENSE, "", "classifier"),)
     huggingface_architecture = "BertForMultipleChoice"
+    # The head reads each choice's pooled output. Its rows are `[batch, choices,
+    # seq_len]`, so the training passes that take `[batch, seq_len]` rows do not apply.
+    supports_padding_free_inference = True
 
     def __init__(self, encoder, num_choices=4, dropout=0.1, initializer_range=None, **kwargs):
         initializer_range = self._initializer_range(encoder, initializer_range)

@@ -44,9 +44,13 @@ from collections.abc import Mapping
 import tensorflow as tf
 
 from keras_bert_zoo.inputs import INPUT_TYPE_IDS, INPUT_WORD_IDS, MASKED_LM_POSITIONS
-from keras_bert_zoo.models.classifier import BertClassifier
-from keras_bert_zoo.models.head_outputs import SUPPORTED_MODELS, head_outputs
+from keras_bert_zoo.models.head_outputs import head_outputs, supported_models, supports_head_outputs
 from keras_bert_zoo.models.packing import FIRST_TOKEN_INDEX, POSITION_IDS, SEQUENCE_IDS
+
+# The model classes packed batches train, for messages (`check_supported` reads each
+# model's own `outputs_from_head_positions`): the package's, all defined by now, since
+# importing this module imports `keras_bert_zoo.models` first.
+SUPPORTED_MODELS = supported_models()
 
 
 def block_diagonal_mask(sequence_ids):
@@ -76,14 +80,15 @@ def packed_encoder_outputs(encoder, packed_x: Mapping[str, tf.Tensor], training=
 
 
 def check_supported(model):
-    """Raises `TypeError` unless `model` is a `BertClassifier` or `BertPretrainer`.
+    """Raises `TypeError` unless `model`'s class declares `outputs_from_head_positions`
+    (`BertClassifier`, `BertPretrainer`).
 
     Other models' outputs are per position (their padded positions take part in the
     loss or the outputs) or they take other inputs.
     """
-    if not isinstance(model, SUPPORTED_MODELS):
+    if not supports_head_outputs(model):
         raise TypeError(
-            f"Packed sequences support {[m.__name__ for m in SUPPORTED_MODELS]}, not "
+            f"Packed sequences support {[m.__name__ for m in supported_models()]}, not "
             f"{type(model).__name__}: train it with padded batches"
         )
 
@@ -104,7 +109,8 @@ def packed_outputs(model, packed_x: Mapping[str, tf.Tensor], training=None):
     """`model`'s outputs for a packed batch: what `model(x)` gives for the padded one.
 
     Args:
-        model: `BertClassifier` or `BertPretrainer`.
+        model: a model whose class declares `outputs_from_head_positions`
+            (`BertClassifier`, `BertPretrainer`).
         packed_x: a `keras_bert_zoo.models.packing.pack_batch` result.
         training: bool. Dropout.
 
@@ -113,7 +119,7 @@ def packed_outputs(model, packed_x: Mapping[str, tf.Tensor], training=None):
     """
     check_supported(model)
     sequence_output, pooled_output = packed_encoder_outputs(model.encoder, packed_x, training)
-    if isinstance(model, BertClassifier):
+    if not model.reads_masked_lm_positions:
         return head_outputs(model, pooled_output, training=training)
     if MASKED_LM_POSITIONS not in packed_x:
         raise KeyError("A packed pretraining batch needs masked_lm_positions")

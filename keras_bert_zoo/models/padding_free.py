@@ -164,9 +164,10 @@ class PaddingFreeEncoder(keras.Model):
 @contextlib.contextmanager
 def padding_free_inference(model):
     """While open, every `BertEncoder` in `model` (or `model` itself) answers inference
-    calls (`training` false) through a `PaddingFreeEncoder` as a TensorFlow graph: the
-    exporter traces the served graph inside it. Training calls and everything after
-    the block run the padded graph as before.
+    calls (`training` false) through a `PaddingFreeEncoder` as a TensorFlow graph
+    (`BertEncoder.route_inference`): the exporter traces the served graph inside it,
+    for models that declare `supports_padding_free_inference`. Training calls and
+    everything after the block run the padded graph as before.
 
     Outputs at padded positions are zeros instead of the values computed there, which
     no head reads (every task masks or drops them); at real positions the outputs
@@ -177,15 +178,9 @@ def padding_free_inference(model):
         for layer in [model, *model._flatten_layers(include_self=False)]
         if isinstance(layer, BertEncoder)
     ]
-    previous = [getattr(encoder, "_inference_call", None) for encoder in encoders]
-    try:
+    with contextlib.ExitStack() as routes:
         for encoder in encoders:
             # No XLA and no token buckets: a graph runs any token count as it comes.
             padding_free = PaddingFreeEncoder(encoder, token_bucket=1, jit_compile=False)
-            # object.__setattr__: Keras must not track the wrapper as a sublayer of the
-            # encoder it wraps (a cycle).
-            object.__setattr__(encoder, "_inference_call", padding_free.__call__)
+            routes.enter_context(encoder.route_inference(padding_free.__call__))
         yield model
-    finally:
-        for encoder, call in zip(encoders, previous, strict=True):
-            object.__setattr__(encoder, "_inference_call", call)

@@ -19,6 +19,7 @@ from typing import Any
 
 from keras_bert_zoo.runners.finetuning import FinetuningConfig, FinetuningResult, run_finetuning
 from keras_bert_zoo.tasks import base
+from keras_bert_zoo.utils import run_layout
 
 DEMO_DATA_FILE = "pang_lee_polarity.cor"
 DEMO_SENTENCES = (
@@ -170,7 +171,9 @@ def run_demo(
     num_heldout = len(task.read(first_split))
     answers = answer_sentences(task, result.model, result.preprocessor, sentences)
     if temporary:
-        shutil.rmtree(os.path.join(config.output_dir, "checkpoints"), ignore_errors=True)
+        shutil.rmtree(
+            os.path.join(config.output_dir, run_layout.CHECKPOINTS_DIR), ignore_errors=True
+        )
     # The answers users get in production come from the SavedModel TF Serving loads, so
     # the main job exports one and asks it, not the Keras model, in raw text.
     from keras_bert_zoo import serving

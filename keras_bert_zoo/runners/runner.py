@@ -1,26 +1,33 @@
-"""The run skeleton every training job goes through.
+"""The run skeleton every job goes through, in every mode.
 
 ```
-Runner(job).run():
-  job.check_inputs()            every input problem found before TensorFlow starts
-  setup_strategy()              strategy (first: MultiWorkerMirroredStrategy), seed, dtype policy
-  job.prepare(strategy)         data, tokenizer, initial weights
-  build_model(strategy)         job.build_model() in the strategy's scope
-  job.record_run(write=False)   a rerun must be the same run (the resume fingerprint)
-  job.count_train_steps()       the optimizer steps of the run
-  compile(model)                keras optimizer from the optimizer flags + job.compile_kwargs()
-  build_trainer(model)          training.Trainer from the loop flags
-  job.record_run(write=chief)
-  train(trainer)                Trainer.train with periodic evaluation (job.evaluate), the
-                                best export (job.export_best), eval_results.json after each
-  final_evaluation()            of job.final_model(); reused when the last periodic one
-                                evaluated the same model at the same step
-  job.export()                  the chief writes the exports
+Runner(job).run():                mode: job.mode (config.mode)
+  job.check_inputs()              every input problem found before TensorFlow starts
+  setup_strategy()                strategy (first: MultiWorkerMirroredStrategy), seed, dtype policy
+  train | train_and_eval:
+    job.prepare(strategy)         data, tokenizer, initial weights
+    build_model(strategy)         job.build_model() in the strategy's scope
+    job.record_run(write=False)   a rerun must be the same run (the resume fingerprint)
+    job.count_train_steps()       the optimizer steps of the run
+    compile(model)                keras optimizer from the optimizer flags + job.compile_kwargs()
+    build_trainer(model)          training.Trainer from the loop flags
+    job.record_run(write=chief)
+    train(trainer)                Trainer.train with periodic evaluation (job.evaluate), the
+                                  best export (job.export_best), eval_results.json after each
+    job.final_model()             the model the run reports (the final or the best one)
+  eval | predict | export:
+    job.load_for_inference()      the model of a finished run (or a checkpoint), in scope
+  evaluation()                    train_and_eval, eval: job.evaluate, eval_results.json, then
+                                  job.write_eval_predictions(); reused when the last periodic
+                                  evaluation was of the same model at the same step
+  job.predict(model)              predict: the prediction files
+  job.export(model)               train, train_and_eval, export: the chief writes the exports
 ```
 
-Model Garden's `OrbitExperimentRunner` is the model: each part is a method a job or a
-subclass can override; a new kind of job adds a `Job`, not a skeleton. The jobs are
-`runners.finetuning.FinetuningJob` and `runners.pretraining.PretrainingJob`.
+Model Garden's `OrbitExperimentRunner` is the model: `run()` dispatches the modes, each
+part is a method a job or a subclass can override; a new kind of job adds a `Job`, not
+a skeleton. The jobs are `runners.finetuning.FinetuningJob` and
+`runners.pretraining.PretrainingJob`.
 """
 
 from __future__ import annotations
@@ -37,6 +44,25 @@ from keras_bert_zoo.runners import run_dir
 from keras_bert_zoo.training import distribute
 
 logger = logging.getLogger(__name__)
+
+TRAINING_MODES = ("train", "train_and_eval")
+MODES = ("train", "train_and_eval", "eval", "predict", "export")
+EVALUATING_MODES = ("train_and_eval", "eval")
+
+
+@dataclasses.dataclass
+class LoadedModel:
+    """The model an `eval`, `predict` or `export` run uses (`Job.load_for_inference`).
+
+    Attributes:
+        model: the Keras model.
+        step: its training step (None when unknown).
+        source: where it came from (`"final"`, `"best"`, or a directory).
+    """
+
+    model: Any
+    step: int | None
+    source: str
 
 
 # === The job: what one kind of run provides ===
@@ -55,6 +81,7 @@ class Job(abc.ABC):
     """
 
     input_state: ClassVar[str] = "skip"
+    modes: ClassVar[tuple[str, ...]] = ("train",)
 
     def __init__(self, config):
         if not config.output_dir:
@@ -62,6 +89,11 @@ class Job(abc.ABC):
         self.config = dataclasses.replace(config, output_dir=os.path.abspath(config.output_dir))
         self.output_dir = self.config.output_dir
         self.num_train_steps: int | None = None
+
+    @property
+    def mode(self) -> str:
+        """What `Runner.run` does (`config.mode`; `"train"` for a config without one)."""
+        return getattr(self.config, "mode", "train")
 
     # --- Before anything is built or written ---
 
@@ -107,11 +139,30 @@ class Job(abc.ABC):
         """Logs what the run will do, once everything is checked."""
         return None
 
+    # --- Inference: eval, predict, export ---
+
+    def load_for_inference(self) -> LoadedModel:
+        """The model of a finished run (or a checkpoint) for the `eval`, `predict` and
+        `export` modes, and whatever `evaluate` / `predict` then need (called in the
+        strategy's scope)."""
+        raise NotImplementedError(f"{type(self).__name__} does not load a model to infer with")
+
+    def predict(self, model, *, write: bool) -> dict[str, list[str]]:
+        """`predict` mode: the prediction files (`{split: [paths]}`; written by the chief,
+        `write`)."""
+        raise NotImplementedError(f"{type(self).__name__} does not predict")
+
+    def write_eval_predictions(self, *, write: bool) -> dict[str, list[str]]:
+        """After the run's reported evaluation: the files of its answers (none by
+        default)."""
+        return {}
+
     # --- Evaluation ---
 
     @property
     def evaluates(self) -> bool:
-        return False
+        """Whether this run evaluates (`train_and_eval`, `eval`)."""
+        return self.mode in EVALUATING_MODES
 
     @property
     def eval_every(self) -> int:
@@ -150,6 +201,11 @@ class Job(abc.ABC):
         """Writes the exports (the chief only); returns `{name: directory}`."""
         return {}
 
+    def eval_history_entry(self, source: str) -> dict[str, Any]:
+        """What an evaluation of an `eval` run adds to its history entry besides the step
+        and the results."""
+        return {"model": source}
+
 
 # === The skeleton ===
 
@@ -180,18 +236,22 @@ class RunResult:
         eval_results: the evaluation of `model` (empty when the job does not evaluate).
         eval_history: every evaluation of the run directory.
         exports: `{name: directory}`.
+        prediction_files: `{split: [paths]}` of `predict` and of the evaluation.
+        mode: what ran.
         training_seconds, seconds: wall time of training and of the whole run.
     """
 
     model: Any
     trained_model: Any
-    step: int
+    step: int | None
     model_source: str
-    num_train_steps: int
+    num_train_steps: int | None
     training: Any
     eval_results: dict[str, Any] = dataclasses.field(default_factory=dict)
     eval_history: list[dict] = dataclasses.field(default_factory=list)
     exports: dict[str, str] = dataclasses.field(default_factory=dict)
+    prediction_files: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    mode: str = "train"
     training_seconds: float = 0.0
     seconds: float = 0.0
 
@@ -218,10 +278,36 @@ class Runner:
         self._last_evaluation: dict[str, Any] = {}
 
     def run(self) -> RunResult:
+        """Runs `job.mode` (see the module docstring)."""
         start = time.time()
         job = self.job
+        mode = job.mode
+        if mode not in job.modes:
+            raise ValueError(f"--mode={mode} is not a mode of this job; choose from {job.modes}")
         job.check_inputs()
         self.setup_strategy()
+        self.history = run_dir.EvalHistory(
+            job.output_dir, redoes_later_steps=mode in TRAINING_MODES
+        )
+        if mode in TRAINING_MODES:
+            result = self.run_training()
+        else:
+            result = self.run_inference()
+        if job.evaluates:
+            result.prediction_files.update(job.write_eval_predictions(write=self.chief))
+        if mode == "predict":
+            result.prediction_files.update(job.predict(result.model, write=self.chief))
+        if mode in TRAINING_MODES + ("export",) and self.chief:
+            result.exports = job.export(result.model, result.step, result.eval_results)
+        result.eval_history = self.history.so_far()
+        result.mode = mode
+        result.seconds = time.time() - start
+        return result
+
+    def run_training(self) -> RunResult:
+        """`train`, `train_and_eval`: the skeleton's training part, and the evaluation of
+        the model the run reports."""
+        job = self.job
         job.prepare(self.strategy)
         model = self.build_model()
         job.record_run(write=False)
@@ -230,7 +316,6 @@ class Runner:
         self.trainer = self.build_trainer(model)
         job.record_run(write=self.chief)
         job.log_plan()
-        self.history = run_dir.EvalHistory(job.output_dir)
 
         training_start = time.time()
         training = self.train()
@@ -238,7 +323,6 @@ class Runner:
 
         final, step, source = job.final_model(model, training.step)
         eval_results = self.final_evaluation(final, step, source, trained=final is model)
-        exports = job.export(final, step, eval_results) if self.chief else {}
         return RunResult(
             model=final,
             trained_model=model,
@@ -247,11 +331,33 @@ class Runner:
             num_train_steps=job.num_train_steps,
             training=training,
             eval_results=eval_results,
-            eval_history=self.history.so_far(),
-            exports=exports,
             training_seconds=training_seconds,
-            seconds=time.time() - start,
         )
+
+    def run_inference(self) -> RunResult:
+        """`eval`, `predict`, `export`: the model the job loads, evaluated in `eval`.
+
+        Nothing is written before the model loads: a mistake in the input leaves no
+        `--output_dir` behind (every writer creates the directories it writes in).
+        """
+        job = self.job
+        with self.strategy.scope():
+            loaded = job.load_for_inference()
+        result = RunResult(
+            model=loaded.model,
+            trained_model=None,
+            step=loaded.step,
+            model_source=loaded.source,
+            num_train_steps=None,
+            training=None,
+        )
+        if job.evaluates:
+            result.eval_results = job.evaluate(loaded.model)
+            self.history.add(
+                loaded.step, result.eval_results, **job.eval_history_entry(loaded.source)
+            )
+            self.write_eval_results(loaded.step, result.eval_results, loaded.source)
+        return result
 
     # --- The parts ---
 

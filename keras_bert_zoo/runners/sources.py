@@ -24,7 +24,19 @@ import logging
 import os
 from typing import Any
 
-from keras_bert_zoo.tasks.saving import MODEL_FILE, TASK_FILE, VOCAB_FILE, load_finetuned
+from keras_bert_zoo.tasks.saving import (
+    MODEL_FILE,
+    TASK_FILE,
+    VOCAB_FILE,
+    load_finetuned,
+    read_task_description,
+)
+from keras_bert_zoo.utils.run_layout import (  # noqa: F401 - re-exported
+    BEST_DIR,
+    CHECKPOINTS_DIR,
+    CONFIG_FILE,
+    FINETUNED_DIR,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -33,10 +45,6 @@ PRETRAINING_RUN = "pretraining_run"
 CHECKPOINT = "checkpoint"
 PRESET = "preset"
 
-FINETUNED_DIR = "finetuned"
-BEST_DIR = "best"
-CONFIG_FILE = "bert_config.json"  # a pretraining run's architecture, Google layout
-CHECKPOINTS_DIR = "checkpoints"
 
 WHAT_IS_ACCEPTED = (
     "a google-research/bert or Hugging Face checkpoint directory, a fine-tuned directory, "
@@ -150,6 +158,30 @@ class WeightSource:
         model = self.load_pretraining_weights()
         return getattr(model, "encoder", model)
 
+    def task_description(self) -> dict | None:
+        """The `task.json` beside a checkpoint's weights (our exports carry one), or None."""
+        if os.path.isfile(os.path.join(self.path, TASK_FILE)):
+            return read_task_description(self.path)
+        return None
+
+    def load_task_model(self, task, needed_by: str):
+        """`task`'s model on this checkpoint's architecture, with the checkpoint's encoder
+        and task-head weights; a checkpoint without the head is an error naming what is
+        missing and `needed_by` (what needs a trained head)."""
+        from keras_bert_zoo.checkpoints import load_weights
+        from keras_bert_zoo.models import BertEncoder
+
+        if self.kind != CHECKPOINT:
+            raise ValueError(f"{self.given} is not a checkpoint directory")
+        model = task.build_model(BertEncoder.from_bert_config(self.bert_config))
+        report = load_weights(model, self.path)
+        if report.new_heads:
+            raise ValueError(
+                f"{self.path} holds no trained {task.task_name} head (missing: "
+                f"{', '.join(report.new_heads)}): {needed_by} needs a fine-tuned model"
+            )
+        return model
+
     def encoder_initializer(self) -> Any:
         """`Trainer(init_checkpoint=...)` for a task model built on this source's
         architecture: a checkpoint path (its task head is read too when it has one),
@@ -254,4 +286,26 @@ def check_vocab_fits(vocab_file: str, bert_config, size: int | None = None) -> N
             f"{vocab_file} has {size} tokens but the encoder's word-embedding table has "
             f"{bert_config.vocab_size} rows (vocab_size): ids past it would index out of "
             "range. Use the vocabulary the checkpoint was trained with."
+        )
+
+
+def tokenizer_of(source: WeightSource, vocab_file: str | None, do_lower_case: bool | None):
+    """The tokenizer of `source`'s weights: `vocab_file` or the source's vocabulary, which
+    must fit the encoder's word-embedding table."""
+    vocab_file = vocab_file or source.vocab_file
+    if not vocab_file:
+        raise ValueError(f"{source.path} has no vocab.txt: pass --vocab_file")
+    tokenizer = make_tokenizer(vocab_file, do_lower_case)
+    check_vocab_fits(vocab_file, source.bert_config, tokenizer.vocabulary_size())
+    return tokenizer
+
+
+def check_same_vocabulary(vocab_file: str | None, tokenizer, model_dir: str) -> None:
+    """Refuses a `--vocab_file` other than the one a fine-tuned model carries."""
+    from keras_bert_zoo.text.vocab import load_vocab
+
+    if vocab_file and load_vocab(vocab_file) != tokenizer.get_vocabulary():
+        raise ValueError(
+            f"--vocab_file={vocab_file} differs from the fine-tuned model's "
+            f"{os.path.join(model_dir, VOCAB_FILE)} (the model carries its vocabulary)"
         )

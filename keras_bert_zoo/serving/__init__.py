@@ -8,7 +8,9 @@
   manifest and the export description in `assets.extra/` (see `export.py`).
 * `EncoderServable`, `MaskedLMServable`: serve a pretrained `BertEncoder` /
   `BertPretrainer` the same way (see `servables.py`).
-* `export_hub_encoder_pair`: TF Hub style preprocessor + encoder SavedModels.
+* `export_hub_encoder_pair`: TF Hub style preprocessor + encoder SavedModels, each with
+  its export description and op manifest in `assets.extra/` (`is_hub_pair` tells such
+  a directory).
 * `load_served_model`, `export_and_answer`: load an export back and query it in raw
   text (see `client.py`).
 * `ops`: the ops outside core TensorFlow an export needs, recorded and checked.
@@ -36,7 +38,11 @@ from keras_bert_zoo.serving.export import (
     signature_schema,
     warmup_inputs_from_rows,
 )
-from keras_bert_zoo.serving.hub import export_hub_encoder_pair, export_pretrained_hub_pair
+from keras_bert_zoo.serving.hub import (
+    export_hub_encoder_pair,
+    export_pretrained_hub_pair,
+    is_hub_pair,
+)
 from keras_bert_zoo.serving.servables import (
     EncoderServable,
     MaskedLMServable,
@@ -60,6 +66,7 @@ __all__ = [
     "export_pretrained_hub_pair",
     "export_saved_model",
     "format_answers",
+    "is_hub_pair",
     "load_served_model",
     "native",
     "next_version",

@@ -135,11 +135,13 @@ def export_and_answer(
 
 
 def resolve_version_dir(path: str) -> str:
-    """`path` itself when it holds a SavedModel, else its highest integer version."""
+    """`path` itself when it holds a SavedModel or a TF Hub style pair
+    (`hub.export_hub_encoder_pair`), else its highest integer version."""
     from keras_bert_zoo.serving.export import existing_versions
+    from keras_bert_zoo.serving.hub import is_hub_pair
 
     path = os.fspath(path)
-    if os.path.isfile(os.path.join(path, "saved_model.pb")):
+    if os.path.isfile(os.path.join(path, "saved_model.pb")) or is_hub_pair(path):
         return path
     versions = existing_versions(path)
     if not versions:
@@ -163,23 +165,51 @@ def _shape_text(shape) -> str:
     )
 
 
+def _hub_part_lines(description: Mapping[str, Any]) -> list[str]:
+    """What export.json says of one SavedModel of a TF Hub style pair."""
+    from keras_bert_zoo.serving.hub import HUB_PREPROCESSOR
+
+    if description["kind"] == HUB_PREPROCESSOR:
+        special = description.get("special_tokens", {})
+        return [
+            f"hub preprocessor  seq_length: {description.get('seq_length')}  "
+            f"text fields: {', '.join(description.get('text_fields', []))}  "
+            f"lowercase: {description.get('lowercase')}",
+            "special tokens: " + ", ".join(f"{key}={value}" for key, value in special.items()),
+        ]
+    config = description.get("bert_config", {})
+    return [
+        f"hub encoder: {description.get('model')}  mlm: {description.get('mlm')}  "
+        f"layers: {config.get('num_layers')}  hidden: {config.get('hidden_size')}  "
+        f"vocab: {config.get('vocab_size')}"
+    ]
+
+
 def describe_export(path: str) -> str:
     """The export's task, signatures (inputs, outputs, method) and op manifest, and
-    what this process lacks to run it, as printable lines."""
+    what this process lacks to run it, as printable lines; for a TF Hub style pair
+    (`hub.export_hub_encoder_pair`), those of its preprocessor, then its encoder."""
     from keras_bert_zoo.serving import ops
     from keras_bert_zoo.serving.export import read_export_description, signature_schema
+    from keras_bert_zoo.serving.hub import ENCODER_DIR, PREPROCESSOR_DIR, is_hub_pair
 
+    if is_hub_pair(path):
+        parts = [os.path.join(path, part) for part in (PREPROCESSOR_DIR, ENCODER_DIR)]
+        return "\n\n".join([f"TF Hub style pair: {path}"] + [describe_export(p) for p in parts])
     lines = [f"SavedModel: {path}"]
     try:
         description = read_export_description(path)
     except (FileNotFoundError, ValueError) as error:
         lines.append(f"  ({error})")
     else:
-        task = description.get("task", {})
-        lines.append(
-            f"task: {task.get('task_name')}  max_seq_length: {task.get('max_seq_length')}  "
-            f"text fields: {', '.join(description.get('text_fields', []))}"
-        )
+        if "kind" in description:
+            lines += _hub_part_lines(description)
+        else:
+            task = description.get("task", {})
+            lines.append(
+                f"task: {task.get('task_name')}  max_seq_length: {task.get('max_seq_length')}  "
+                f"text fields: {', '.join(description.get('text_fields', []))}"
+            )
         if description.get("label_names"):
             lines.append(f"labels: {', '.join(description['label_names'])}")
         if description.get("tokenizer_ops"):

@@ -53,13 +53,14 @@ import json
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from keras_bert_zoo.models import BertClassifier, BertMultipleChoice
+from keras_bert_zoo.models.head_model import head_models_with
 from keras_bert_zoo.models.padding_free import padding_free_inference
 from keras_bert_zoo.serving import ops, signatures, warmup
 from keras_bert_zoo.serving.precision import model_in_precision, resolve_precision
@@ -331,10 +332,11 @@ def export_saved_model(
             AMX / AVX512_BF16, else float32; see `precision.py`). export.json records
             the one used.
         padding_free: `"on"`: the encoder runs on the real tokens of a request only
-            (`PaddingFreeEncoder`; models that read it at [CLS] only,
-            `PADDING_FREE_MODELS`); `"off"`: on the padded batch; `"auto"`: on for
-            those models, off for the others (see `PADDING_FREE_MODELS` for the
-            measured trade-off). export.json records the outcome.
+            (`PaddingFreeEncoder`; models whose class declares
+            `supports_padding_free_inference`: they read it at [CLS] only); `"off"`: on
+            the padded batch; `"auto"`: on for those models, off for the others (see
+            `PADDING_FREE_CAPABILITY` for the measured trade-off). export.json records
+            the outcome.
 
     Returns:
         `ExportedModel`.
@@ -377,24 +379,46 @@ def export_saved_model(
 
 # Models whose answers read the encoder at [CLS] only can be served padding-free (the
 # encoder runs on the real tokens of a request alone; `models.padding_free`), with answers
-# equal to the padded graph's to float rounding. Heads that read every position also
-# expose the padded ones in `serve_ids`, so they keep the padded graph. Measured on the
-# served MiniLM classifier, raw movie-review sentences (`benchmarks/serving_latency.py`,
-# 2-core AVX512_BF16 CPU): batch 32 (~55% real tokens) 1.5x the padded export's
-# throughput in bfloat16 and in float32; batch 1 (no padding to skip: the padded graph
-# runs it, behind a check) within 3% of the padded export's p50. So `"auto"` takes it
-# for these models in every precision.
-PADDING_FREE_MODELS = (BertClassifier, BertMultipleChoice)
+# equal to the padded graph's to float rounding; their classes declare it
+# (`EncoderHeadModel.supports_padding_free_inference`). Heads that read every position
+# also expose the padded ones in `serve_ids`, so they keep the padded graph. Measured on
+# the served MiniLM classifier, raw movie-review sentences
+# (`benchmarks/serving_latency.py`, 2-core AVX512_BF16 CPU): batch 32 (~55% real tokens)
+# 1.5x the padded export's throughput in bfloat16 and in float32; batch 1 (no padding to
+# skip: the padded graph runs it, behind a check) within 3% of the padded export's p50.
+# So `"auto"` takes it for these models in every precision.
+PADDING_FREE_CAPABILITY = "supports_padding_free_inference"
 PADDING_FREE_CHOICES = ("auto", "on", "off")
 
 
+def __getattr__(name: str):
+    # Deprecated: the list of classes became a capability each class declares; the
+    # tuple is derived from the declarations when asked for.
+    if name == "PADDING_FREE_MODELS":
+        warnings.warn(
+            "keras_bert_zoo.serving.export.PADDING_FREE_MODELS is deprecated: read a "
+            "model's supports_padding_free_inference; it will be removed in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return head_models_with(PADDING_FREE_CAPABILITY)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def serves_padding_free(model, choice: str = "auto") -> bool:
-    """Whether an export of `model` runs its encoder padding-free."""
-    supported = isinstance(model, PADDING_FREE_MODELS)
+    """Whether an export of `model` runs its encoder padding-free: what `choice`
+    (`PADDING_FREE_CHOICES`) asks, where the model's class declares
+    `supports_padding_free_inference` (a model that declares nothing, a bare
+    `BertEncoder` included, does not).
+
+    Raises:
+        ValueError: `choice` is `"on"` for a model that does not declare it.
+    """
+    supported = bool(getattr(type(model), PADDING_FREE_CAPABILITY, False))
     if choice == "on" and not supported:
         raise ValueError(
             f"padding_free='on' serves models that read the encoder at [CLS] only "
-            f"({', '.join(m.__name__ for m in PADDING_FREE_MODELS)}); "
+            f"({', '.join(m.__name__ for m in head_models_with(PADDING_FREE_CAPABILITY))}); "
             f"{type(model).__name__} reads every position"
         )
     if choice == "auto":
@@ -538,14 +562,8 @@ def _export_saved_model(
     with atomic_directory(version_dir, merge=overwrite) as temp_dir:
         tf.saved_model.save(module, temp_dir, signatures=functions)
         signatures.set_method_names(temp_dir, method_names)
-        manifest = ops.write_op_manifest(temp_dir)
         warmup.write_warmup_records(temp_dir, logs)
-        description["signatures"] = signature_schema(temp_dir)
-        description["tensorflow_version"] = manifest["tensorflow_version"]
-        description["tensorflow_text_version"] = manifest["tensorflow_text_version"]
-        write_json_atomically(
-            os.path.join(temp_dir, ops.EXTRA_DIRECTORY, EXPORT_DESCRIPTION_FILE), description
-        )
+        manifest = write_export_manifests(temp_dir, description)
         if verify:
             _verify(temp_dir, expected)
         if overwrite and os.path.lexists(version_dir):
@@ -560,6 +578,29 @@ def _export_saved_model(
         op_manifest=manifest,
         description=description,
     )
+
+
+def write_export_manifests(saved_model_dir: str, description: dict[str, Any]) -> dict[str, Any]:
+    """Writes a saved SavedModel's `assets.extra/custom_ops.json` (the ops outside core
+    TensorFlow it needs, `ops.py`) and `assets.extra/export.json` (`description`, to
+    which it adds each signature's inputs and outputs and the TensorFlow and
+    tensorflow-text versions it was written with; `description` is updated in place).
+
+    Args:
+        saved_model_dir: str. The directory `tf.saved_model.save` wrote.
+        description: dict, what export.json records of the export (JSON values).
+
+    Returns:
+        The op manifest (custom_ops.json's content).
+    """
+    manifest = ops.write_op_manifest(saved_model_dir)
+    description["signatures"] = signature_schema(saved_model_dir)
+    description["tensorflow_version"] = manifest["tensorflow_version"]
+    description["tensorflow_text_version"] = manifest["tensorflow_text_version"]
+    write_json_atomically(
+        os.path.join(saved_model_dir, ops.EXTRA_DIRECTORY, EXPORT_DESCRIPTION_FILE), description
+    )
+    return manifest
 
 
 def _verify(saved_model_dir: str, expected: Sequence[Mapping[str, np.ndarray] | None]) -> None:

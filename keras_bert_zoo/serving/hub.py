@@ -14,6 +14,7 @@ output_dir/preprocessor/   raw text -> encoder inputs
                              TF Hub's [batch, (words), (pieces)]) and an int32
                              scalar -> the three inputs [batch, seq_length]
   assets/vocab.txt
+  assets.extra/export.json, custom_ops.json   as a task export's (below)
 output_dir/encoder/        encoder inputs -> outputs
   __call__({input_word_ids, input_mask, input_type_ids}) -> {sequence_output,
                              pooled_output, encoder_outputs (list, one per
@@ -22,7 +23,15 @@ output_dir/encoder/        encoder inputs -> outputs
                              the same plus mlm_logits [batch, positions, vocab]
   variables, trainable_variables
   serving_default signature: the flat outputs (encoder_outputs_0, ...)
+  assets.extra/export.json, custom_ops.json
 ```
+
+Each SavedModel's `assets.extra/` holds what a task export's does (`export.py`):
+`custom_ops.json`, the ops outside core TensorFlow it needs, and `export.json`, what
+it is (`"kind"`: `"hub_preprocessor"` or `"hub_encoder"`) with its settings (the
+preprocessor's tokenizer ops, casing, sequence length and special token ids; the
+encoder's model, BERT config and precision) and signatures.
+`tools/saved_model_run.py --show_only --saved_model=output_dir` prints both.
 
 Differences from TF Hub's BERT models: `tokenize` returns word pieces without the
 word level (`bert_pack_inputs` takes both), and there is no `training` argument
@@ -45,14 +54,17 @@ print(encoder(inputs)["pooled_output"].shape)  # (1, H)
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
 
+import keras
 import tensorflow as tf
 
 from keras_bert_zoo.inputs import ENCODER_INPUT_NAMES, MASKED_LM_POSITIONS
 from keras_bert_zoo.serving import signatures
+from keras_bert_zoo.serving.export import FORMAT_VERSION, write_export_manifests
 from keras_bert_zoo.text.packer import BertPacker
 from keras_bert_zoo.text.preprocessor import BertPreprocessor
 from keras_bert_zoo.text.tokenizer import DEFAULT_EXPORT_TOKENIZER_OPS, check_tokenizer_ops
@@ -61,10 +73,31 @@ from keras_bert_zoo.utils.atomic import atomic_directory
 
 PREPROCESSOR_DIR = "preprocessor"
 ENCODER_DIR = "encoder"
+# export.json's "kind" of each half (task exports have none).
+HUB_PREPROCESSOR = "hub_preprocessor"
+HUB_ENCODER = "hub_encoder"
+
+
+def is_hub_pair(path: str) -> bool:
+    """Whether `path` holds the two SavedModels of `export_hub_encoder_pair`."""
+    return all(
+        os.path.isfile(os.path.join(os.fspath(path), part, "saved_model.pb"))
+        for part in (PREPROCESSOR_DIR, ENCODER_DIR)
+    )
 
 
 def _auto_trackable():
     return tf.__internal__.tracking.AutoTrackable()
+
+
+def _special_tokens(tokenizer) -> dict[str, int]:
+    return {
+        "vocab_size": tokenizer.vocabulary_size(),
+        "start_of_sequence_id": tokenizer.cls_token_id,
+        "end_of_segment_id": tokenizer.sep_token_id,
+        "padding_id": tokenizer.pad_token_id or 0,
+        "mask_id": -1 if tokenizer.mask_token_id is None else tokenizer.mask_token_id,
+    }
 
 
 def build_hub_preprocessor(tokenizer, seq_length: int = 128):
@@ -85,13 +118,7 @@ def build_hub_preprocessor(tokenizer, seq_length: int = 128):
 
     tokenize = _auto_trackable()
     tokenize.__call__ = tf.function(lambda text: tokenizer(text), input_signature=[text])
-    special = {
-        "vocab_size": tokenizer.vocabulary_size(),
-        "start_of_sequence_id": tokenizer.cls_token_id,
-        "end_of_segment_id": tokenizer.sep_token_id,
-        "padding_id": tokenizer.pad_token_id or 0,
-        "mask_id": -1 if tokenizer.mask_token_id is None else tokenizer.mask_token_id,
-    }
+    special = _special_tokens(tokenizer)
     tokenize.get_special_tokens_dict = tf.function(
         lambda: {key: tf.constant(value, tf.int32) for key, value in special.items()},
         input_signature=[],
@@ -121,16 +148,20 @@ def _encoder_outputs(outputs) -> dict:
     return result
 
 
-def build_hub_encoder(model):
-    """The encoder object for a `BertEncoder` or a `BertPretrainer` (which adds `mlm`)."""
+def _encoder_and_pretrainer(model):
+    """`(encoder, pretrainer or None)` of a `BertEncoder` or a `BertPretrainer`."""
     from keras_bert_zoo.models import BertEncoder, BertPretrainer
 
     if isinstance(model, BertPretrainer):
-        encoder, pretrainer = model.encoder, model
-    elif isinstance(model, BertEncoder):
-        encoder, pretrainer = model, None
-    else:
-        raise TypeError(f"Expected a BertEncoder or BertPretrainer, got {type(model).__name__}")
+        return model.encoder, model
+    if isinstance(model, BertEncoder):
+        return model, None
+    raise TypeError(f"Expected a BertEncoder or BertPretrainer, got {type(model).__name__}")
+
+
+def build_hub_encoder(model):
+    """The encoder object for a `BertEncoder` or a `BertPretrainer` (which adds `mlm`)."""
+    encoder, pretrainer = _encoder_and_pretrainer(model)
     ids = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in ENCODER_INPUT_NAMES}
 
     root = _auto_trackable()
@@ -167,6 +198,44 @@ def build_hub_encoder(model):
     return root, {"serving_default": serving}
 
 
+def hub_preprocessor_description(tokenizer, seq_length: int, tokenizer_ops: str) -> dict:
+    """export.json of the pair's preprocessor (see the module docstring).
+
+    Args:
+        tokenizer: the `BertTokenizer` it runs.
+        seq_length: int. The packed length of `__call__`.
+        tokenizer_ops: str. `"core"` or `"tensorflow_text"`: the ops it tokenizes with.
+    """
+    return {
+        "format_version": FORMAT_VERSION,
+        "kind": HUB_PREPROCESSOR,
+        "text_fields": ["text"],
+        "seq_length": int(seq_length),
+        "lowercase": bool(tokenizer.lowercase),
+        "special_tokens": _special_tokens(tokenizer),
+        "tokenizer_ops": tokenizer_ops,
+    }
+
+
+def hub_encoder_description(model) -> dict:
+    """export.json of the pair's encoder (see the module docstring).
+
+    Args:
+        model: the exported `BertEncoder` or `BertPretrainer`.
+    """
+    encoder, pretrainer = _encoder_and_pretrainer(model)
+    return {
+        "format_version": FORMAT_VERSION,
+        "kind": HUB_ENCODER,
+        "model": type(model).__name__,
+        "mlm": pretrainer is not None,
+        "bert_config": dataclasses.asdict(encoder.bert_config),
+        # What its matmuls run in; every output is cast to float32.
+        "precision": keras.backend.standardize_dtype(encoder.compute_dtype),
+        "padding_free": False,
+    }
+
+
 def export_hub_encoder_pair(
     output_dir: str,
     model,
@@ -177,7 +246,8 @@ def export_hub_encoder_pair(
     tokenizer_ops: str | None = None,
 ) -> tuple[str, str]:
     """Writes `output_dir/preprocessor` and `output_dir/encoder` (see the module
-    docstring); both appear at once (one directory rename). Returns their paths.
+    docstring), each with its `assets.extra/export.json` and `custom_ops.json`; both
+    appear at once (one directory rename). Returns their paths.
 
     An existing `output_dir` is refused unless `overwrite`, which replaces it.
     `tokenizer_ops` picks the preprocessor's tokenizer ops as `export_saved_model`'s
@@ -194,14 +264,14 @@ def export_hub_encoder_pair(
         atomic_directory(output_dir, merge=overwrite) as temp_dir,
     ):
         preprocessor, preprocessor_signatures = build_hub_preprocessor(tokenizer, seq_length)
-        tf.saved_model.save(
-            preprocessor,
-            os.path.join(temp_dir, PREPROCESSOR_DIR),
-            signatures=preprocessor_signatures,
+        preprocessor_dir = os.path.join(temp_dir, PREPROCESSOR_DIR)
+        tf.saved_model.save(preprocessor, preprocessor_dir, signatures=preprocessor_signatures)
+        write_export_manifests(
+            preprocessor_dir, hub_preprocessor_description(tokenizer, seq_length, ops_name)
         )
-        tf.saved_model.save(
-            encoder, os.path.join(temp_dir, ENCODER_DIR), signatures=encoder_signatures
-        )
+        encoder_dir = os.path.join(temp_dir, ENCODER_DIR)
+        tf.saved_model.save(encoder, encoder_dir, signatures=encoder_signatures)
+        write_export_manifests(encoder_dir, hub_encoder_description(model))
         if overwrite and os.path.lexists(output_dir):
             aside = tempfile.mkdtemp(
                 dir=os.path.dirname(output_dir), prefix=f".{os.path.basename(output_dir)}.old-"

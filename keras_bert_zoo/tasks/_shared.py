@@ -1,4 +1,5 @@
-"""Helpers the task families share: split files, tensorflow-datasets and serving texts.
+"""Helpers the task families share: split files, tensorflow-datasets, serving texts and
+the strided windows of a long text.
 
 Private to `keras_bert_zoo.tasks`: each family imports them from here, never from
 another family.
@@ -119,3 +120,49 @@ def features_in_batches(columns, features_fn, preprocessor, batch_size: int):
         deterministic=True,
     )
     return dataset.unbatch()
+
+
+def strided_windows(lengths, room, stride: int):
+    """google-research/bert's SQuAD `doc_spans`, in TF ops, for a batch of texts.
+
+    A text of `P` pieces with room for `L` pieces a window and a stride `S =
+    min(stride, L)` gives one window when `P <= L`, else `ceil((P - L) / S) + 1`
+    windows starting at `0, S, 2S, ...`; the last one ends at the text's end and may be
+    shorter. `SquadPreprocessor` windows contexts with it, `SentenceWindowPreprocessor`
+    documents.
+
+    Args:
+        lengths: int64 tensor `[batch]`, each text's number of pieces.
+        room: int64 tensor `[batch]`, each text's pieces a window holds (>= 1).
+        stride: int. Pieces between the starts of consecutive windows.
+
+    Returns:
+        int64 tensors `(row_index, window_start, window_length)`, one entry a window,
+        texts in batch order: the window's row in the batch, its first piece in its
+        text, and its number of pieces.
+
+    Example:
+
+    ```python
+    import tensorflow as tf
+    from keras_bert_zoo.tasks._shared import strided_windows
+
+    rows, starts, lengths = strided_windows(
+        tf.constant([5, 2], tf.int64), tf.constant([3, 3], tf.int64), stride=2
+    )
+    # rows [0, 0, 1], starts [0, 2, 0], lengths [3, 3, 2]
+    ```
+    """
+    import tensorflow as tf
+
+    stride = tf.minimum(tf.constant(stride, tf.int64), room)
+    num_windows = tf.where(
+        lengths > room, (lengths - room + stride - 1) // stride + 1, tf.ones_like(lengths)
+    )
+    row_index = tf.repeat(tf.range(tf.size(lengths, out_type=tf.int64)), num_windows)
+    window_start = tf.ragged.range(num_windows).flat_values * tf.gather(stride, row_index)
+    window_length = tf.maximum(
+        tf.minimum(tf.gather(room, row_index), tf.gather(lengths, row_index) - window_start),
+        0,
+    )
+    return row_index, window_start, window_length

@@ -39,7 +39,7 @@ servable.serving_api                       -> "classify", "regress" or None (def
                                               TF Serving example API (`serve_examples`)
                                               the answers support (see SERVING_API_ANSWERS)
 servable.description(tokenizer)            -> export.json's "task" entry (a task: what
-                                              `tasks.saving.task_description` writes)
+                                              `tasks.saving` writes to task.json)
 ```
 
 `batched_dataset`, `training_dataset_fn` and `predict` below are the generic glue the
@@ -94,6 +94,10 @@ class TaskOption:
 
 
 _REGISTRY: dict[str, type[Task]] = {}
+
+# The version of `Task.description`'s JSON (the task.json of a fine-tuned directory,
+# `tasks.saving`): a reader refuses a newer one.
+TASK_DESCRIPTION_FORMAT_VERSION = 1
 
 
 def register_task(name: str) -> Callable[[type[Task]], type[Task]]:
@@ -422,11 +426,24 @@ class Task(Servable):
     # === Serving (`serving_outputs`, `label_names`, `serving_api`: `Servable`'s) ===
 
     def description(self, tokenizer) -> dict[str, Any]:
-        """What `tasks.saving.task_description` writes: the JSON that rebuilds the task
-        (its name, settings, options and `state()`) and its preprocessor."""
-        from keras_bert_zoo.tasks.saving import task_description  # saving imports base
+        """The JSON that rebuilds the task (its name, settings, options and `state()`)
+        and its preprocessor without its training data: what `tasks.saving` writes to
+        task.json, and export.json records as its "task".
 
-        return task_description(self, tokenizer)
+        Args:
+            tokenizer: the `BertTokenizer` the model was trained with (its casing and
+                longest word are recorded).
+        """
+        return {
+            "format_version": TASK_DESCRIPTION_FORMAT_VERSION,
+            "task_name": self.task_name,
+            "max_seq_length": self.max_seq_length,
+            "encoding": self.encoding,
+            "options": dict(self.option_values),
+            "state": self.state(),
+            "lowercase": bool(tokenizer.lowercase),
+            "max_chars_per_token": int(tokenizer.max_chars_per_token),
+        }
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.task_name!r}, data_dir={self.data_dir!r})"

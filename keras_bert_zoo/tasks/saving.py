@@ -33,14 +33,14 @@ from typing import Any
 
 import keras
 
-from keras_bert_zoo.tasks.base import Task, create_task
+from keras_bert_zoo.models.model_files import load_inference_model, save_inference_model
+from keras_bert_zoo.tasks.base import TASK_DESCRIPTION_FORMAT_VERSION, Task, create_task
 from keras_bert_zoo.utils.atomic import atomic_directory
-from keras_bert_zoo.utils.model_files import load_inference_model, save_inference_model
 
 MODEL_FILE = "model.keras"
 VOCAB_FILE = "vocab.txt"
 TASK_FILE = "task.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = TASK_DESCRIPTION_FORMAT_VERSION
 
 
 @dataclasses.dataclass
@@ -55,17 +55,9 @@ class FinetunedModel:
 
 
 def task_description(task: Task, tokenizer) -> dict[str, Any]:
-    """The JSON that rebuilds `task` (and its preprocessor) without its training data."""
-    return {
-        "format_version": FORMAT_VERSION,
-        "task_name": task.task_name,
-        "max_seq_length": task.max_seq_length,
-        "encoding": task.encoding,
-        "options": dict(task.option_values),
-        "state": task.state(),
-        "lowercase": bool(tokenizer.lowercase),
-        "max_chars_per_token": int(tokenizer.max_chars_per_token),
-    }
+    """The JSON that rebuilds `task` (and its preprocessor) without its training data:
+    `task.description(tokenizer)`, which task.json holds."""
+    return task.description(tokenizer)
 
 
 def save_finetuned(directory: str, task: Task, model: keras.Model, tokenizer) -> str:

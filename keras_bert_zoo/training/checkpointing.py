@@ -38,6 +38,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from keras_bert_zoo.utils import run_layout
 from keras_bert_zoo.utils.atomic import atomic_directory, write_json_atomically
 
 logger = logging.getLogger(__name__)
@@ -407,7 +408,7 @@ def load_checkpoint_weights(model, path: str) -> int:
     path = os.path.abspath(os.fspath(path))
     if _NAME.match(os.path.basename(path)) and os.path.isdir(path):
         return _read_model_weights(model, path)
-    directory = os.path.join(path, "checkpoints")
+    directory = os.path.join(path, run_layout.CHECKPOINTS_DIR)
     if not os.path.isdir(directory):
         directory = path
     steps = checkpoint_steps(directory)

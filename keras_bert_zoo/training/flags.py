@@ -1,7 +1,10 @@
-"""The command-line flags every training binary shares, and what they build.
+"""The settings every training binary shares, as flags, and what they build.
 
-A binary calls `define_flags()` at import time, adds its own flags, and in `main` turns
-the parsed values into a strategy, an optimizer config and the `Trainer`'s settings.
+`TrainingOptions` declares them once (`utils.settings`: each field its flag, default and
+help); a job's config subclasses it and the job's binary defines its flags from the
+config. A binary that is no job of `runners/` calls `define_flags()` (the shared flags
+with `--output_dir` and `--init_checkpoint`). In `main`, the parsed values (or a config)
+turn into a strategy, an optimizer config and the `Trainer`'s settings.
 
 Flags: `--output_dir`, `--init_checkpoint`, `--seed`, `--train_batch_size` (global,
 split across replicas); `--distribution_strategy`, `--tpu`, `--num_gpus`;
@@ -21,7 +24,6 @@ from keras_bert_zoo.training import Trainer, optimization
 from keras_bert_zoo.training import flags as training_flags
 
 training_flags.define_flags(learning_rate=2e-5, warmup_proportion=0.1)
-flags.DEFINE_string("task", None, "Task name.")
 FLAGS = flags.FLAGS
 
 
@@ -52,17 +54,139 @@ from absl import flags
 
 from keras_bert_zoo.training import distribute, optimization
 from keras_bert_zoo.training.trainer import PROGRESS_MODES
+from keras_bert_zoo.utils import settings
+from keras_bert_zoo.utils.settings import setting
 
 logger = logging.getLogger(__name__)
 
 DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
-def _define(flag_values, kind, name, default, help_text, **kwargs):
-    if name in flag_values:
-        return
-    definer = getattr(flags, f"DEFINE_{kind}")
-    definer(name=name, default=default, help=help_text, flag_values=flag_values, **kwargs)
+@dataclasses.dataclass
+class TrainingOptions:
+    """The training core's settings, one field per shared flag (`define_flags`), except
+    `output_dir` and `init_checkpoint`, which each job declares beside its own inputs.
+
+    A job's config (`runners.finetuning.FinetuningConfig`,
+    `runners.pretraining.PretrainingConfig`) subclasses it and redeclares only the defaults
+    it changes (the help stays the one written here); `setup`, `optimizer_config` and
+    `trainer_kwargs` read such a config as they read parsed flags.
+    """
+
+    # === Run ===
+    seed: int = setting(
+        12345, help="Seed of Python, NumPy, TensorFlow and Keras (weights, dropout, shuffling)."
+    )
+    train_batch_size: int = setting(
+        32,
+        help="Global batch size of one optimizer step, split evenly across replicas.",
+        lower_bound=1,
+    )
+    # === Strategy ===
+    distribution_strategy: str = setting(
+        "one_device", help="How to distribute training.", choices=distribute.STRATEGIES
+    )
+    tpu: str | None = setting(
+        None, help="TPU name, grpc:// address or 'local' for --distribution_strategy=tpu."
+    )
+    num_gpus: int | None = setting(
+        None, help="GPUs to use (default: all visible; 0 forces the CPU).", lower_bound=0
+    )
+    # === Precision and compilation ===
+    dtype_policy: str | None = setting(
+        None,
+        help="Keras dtype policy: float32, mixed_bfloat16, or mixed_float16 (loss-scaled). "
+        "Default: float32, or what --mixed_precision picks.",
+        choices=DTYPE_POLICIES,
+    )
+    mixed_precision: bool = setting(
+        False, help="Shorthand: mixed_float16 on GPUs, mixed_bfloat16 on TPUs and CPUs."
+    )
+    jit_compile: bool = setting(False, help="Compile the training step with XLA.")
+    # === Packing ===
+    packed_sequences: bool = setting(
+        False,
+        help="Train on packed batches: several examples per row, attending only within "
+        "their own example (block-diagonal attention), so the step computes no padding; the "
+        "losses and gradients are the padded batches' (to float rounding; dropout masks "
+        "differ). Faster when most examples are much shorter than --max_seq_length "
+        "(real sentences and sentence pairs); no gain on full rows. For models with one "
+        "output per example: sentence and sentence-pair classification and regression "
+        "(GLUE, text_classification) and pretraining; tagging, question answering and "
+        "multiple choice are refused.",
+    )
+    # === Optimizer ===
+    optimizer: str = setting("adamw", help="Optimizer.", choices=optimization.OPTIMIZERS)
+    learning_rate: float = setting(1e-4, help="Peak learning rate.")
+    lr_schedule: str = setting(
+        "linear",
+        help="After the linear warmup: linear (polynomial) decay, cosine decay, or constant.",
+        choices=optimization.SCHEDULES,
+    )
+    num_warmup_steps: int | None = setting(
+        None, help="Linear warmup steps (default: --warmup_proportion of the run)."
+    )
+    warmup_proportion: float = setting(
+        0.0, help="Fraction of the run used for warmup when --num_warmup_steps is unset."
+    )
+    end_learning_rate: float = setting(0.0, help="Learning rate at the end of the decay.")
+    decay_power: float = setting(1.0, help="Exponent of the polynomial decay (1.0: linear).")
+    decay_from_step_zero: bool = setting(
+        False,
+        help="google-research/bert's schedule: the linear decay runs from step 0 (under the "
+        "warmup), not from the warmup's end.",
+    )
+    weight_decay: float = setting(
+        0.01, help="Decoupled weight decay rate (LayerNorm and bias variables are exempt)."
+    )
+    exclude_embeddings_from_weight_decay: bool = setting(
+        False, help="Also exempt the embedding tables from weight decay."
+    )
+    adam_beta_1: float = setting(0.9, help="First-moment decay.")
+    adam_beta_2: float = setting(0.999, help="Second-moment decay.")
+    adam_epsilon: float = setting(1e-6, help="Adam/LAMB epsilon.")
+    clip_norm: float = setting(
+        1.0, help="Clip gradients to this global norm (0 disables).", lower_bound=0.0
+    )
+    gradient_accumulation_steps: int = setting(
+        1, help="Micro-batches per optimizer step; --train_batch_size is their sum.", lower_bound=1
+    )
+    # === Loop ===
+    steps_per_loop: int = setting(
+        100,
+        help="Steps per compiled loop; progress and summaries are written between loops.",
+        lower_bound=1,
+    )
+    checkpoint_every: int = setting(
+        1000, help="Steps between checkpoints (0: only at the end).", lower_bound=0
+    )
+    keep_checkpoints: int = setting(3, help="How many checkpoints to keep.", lower_bound=1)
+    eval_every: int | None = setting(
+        0, help="Steps between evaluations (0: only at the end).", lower_bound=0
+    )
+    progress: str = setting(
+        "auto",
+        help="Progress display: a Keras bar, log lines, none, or auto (a bar on a terminal).",
+        choices=PROGRESS_MODES,
+    )
+
+
+@dataclasses.dataclass
+class TrainingFlags(TrainingOptions):
+    """The shared flags of a binary that is not a job of `runners/` (`define_flags`):
+    the training core's, and where the run goes and starts from."""
+
+    output_dir: str | None = setting(
+        None,
+        help="Where the run writes: checkpoints, TensorBoard summaries, eval_results.json, "
+        "the exports (utils.run_layout names them); rerunning the same training command "
+        "resumes from its newest checkpoint.",
+    )
+    init_checkpoint: str | None = setting(
+        None,
+        help="On a fresh start, load the encoder (and any heads it holds) from this "
+        "checkpoint: a google-research/bert or Hugging Face directory.",
+    )
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS, **defaults) -> None:
@@ -73,288 +197,10 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS, **defaults) -> Non
         **defaults: the binary's own defaults by flag name, e.g.
             `define_flags(learning_rate=2e-5, warmup_proportion=0.1)`.
     """
-    unknown = set(defaults) - set(_FLAG_DEFAULTS)
+    unknown = set(defaults) - set(settings.flag_names(TrainingFlags))
     if unknown:
         raise ValueError(f"No shared training flag(s) named {sorted(unknown)}")
-
-    def default(name):
-        return defaults.get(name, _FLAG_DEFAULTS[name])
-
-    d = flag_values
-    # === Run ===
-    _define(
-        d,
-        "string",
-        "output_dir",
-        default("output_dir"),
-        "Directory for checkpoints, TensorBoard summaries and the best export; rerunning "
-        "the same command resumes from its newest checkpoint.",
-    )
-    _define(
-        d,
-        "string",
-        "init_checkpoint",
-        default("init_checkpoint"),
-        "On a fresh start, load the encoder (and any heads it holds) from this checkpoint: "
-        "a google-research/bert or Hugging Face directory.",
-    )
-    _define(
-        d,
-        "integer",
-        "seed",
-        default("seed"),
-        "Seed of Python, NumPy, TensorFlow and Keras (weights, dropout, shuffling).",
-    )
-    _define(
-        d,
-        "integer",
-        "train_batch_size",
-        default("train_batch_size"),
-        "Global batch size of one optimizer step, split evenly across replicas.",
-        lower_bound=1,
-    )
-    # === Strategy ===
-    _define(
-        d,
-        "enum",
-        "distribution_strategy",
-        default("distribution_strategy"),
-        "How to distribute training.",
-        enum_values=list(distribute.STRATEGIES),
-    )
-    _define(
-        d,
-        "string",
-        "tpu",
-        default("tpu"),
-        "TPU name, grpc:// address or 'local' for --distribution_strategy=tpu.",
-    )
-    _define(
-        d,
-        "integer",
-        "num_gpus",
-        default("num_gpus"),
-        "GPUs to use (default: all visible; 0 forces the CPU).",
-        lower_bound=0,
-    )
-    # === Precision and compilation ===
-    _define(
-        d,
-        "enum",
-        "dtype_policy",
-        default("dtype_policy"),
-        "Keras dtype policy: float32, mixed_bfloat16, or mixed_float16 (loss-scaled). "
-        "Default: float32, or what --mixed_precision picks.",
-        enum_values=list(DTYPE_POLICIES),
-    )
-    _define(
-        d,
-        "bool",
-        "mixed_precision",
-        default("mixed_precision"),
-        "Shorthand: mixed_float16 on GPUs, mixed_bfloat16 on TPUs and CPUs.",
-    )
-    _define(d, "bool", "jit_compile", default("jit_compile"), "Compile the training step with XLA.")
-    # === Packing ===
-    _define(
-        d,
-        "bool",
-        "packed_sequences",
-        default("packed_sequences"),
-        "Train on packed batches: several examples per row, attending only within their "
-        "own example (block-diagonal attention), so the step computes no padding; the "
-        "losses and gradients are the padded batches' (to float rounding; dropout masks "
-        "differ). Faster when most examples are much shorter than --max_seq_length "
-        "(real sentences and sentence pairs); no gain on full rows. For models with one "
-        "output per example: sentence and sentence-pair classification and regression "
-        "(GLUE, text_classification) and pretraining; tagging, question answering and "
-        "multiple choice are refused.",
-    )
-    # === Optimizer ===
-    _define(
-        d,
-        "enum",
-        "optimizer",
-        default("optimizer"),
-        "Optimizer.",
-        enum_values=list(optimization.OPTIMIZERS),
-    )
-    _define(d, "float", "learning_rate", default("learning_rate"), "Peak learning rate.")
-    _define(
-        d,
-        "enum",
-        "lr_schedule",
-        default("lr_schedule"),
-        "After the linear warmup: linear (polynomial) decay, cosine decay, or constant.",
-        enum_values=list(optimization.SCHEDULES),
-    )
-    _define(
-        d,
-        "integer",
-        "num_warmup_steps",
-        default("num_warmup_steps"),
-        "Linear warmup steps (default: --warmup_proportion of the run).",
-    )
-    _define(
-        d,
-        "float",
-        "warmup_proportion",
-        default("warmup_proportion"),
-        "Fraction of the run used for warmup when --num_warmup_steps is unset.",
-    )
-    _define(
-        d,
-        "float",
-        "end_learning_rate",
-        default("end_learning_rate"),
-        "Learning rate at the end of the decay.",
-    )
-    _define(
-        d,
-        "float",
-        "decay_power",
-        default("decay_power"),
-        "Exponent of the polynomial decay (1.0: linear).",
-    )
-    _define(
-        d,
-        "bool",
-        "decay_from_step_zero",
-        default("decay_from_step_zero"),
-        "google-research/bert's schedule: the linear decay runs from step 0 (under the "
-        "warmup), not from the warmup's end.",
-    )
-    _define(
-        d,
-        "float",
-        "weight_decay",
-        default("weight_decay"),
-        "Decoupled weight decay rate (LayerNorm and bias variables are exempt).",
-    )
-    _define(
-        d,
-        "bool",
-        "exclude_embeddings_from_weight_decay",
-        default("exclude_embeddings_from_weight_decay"),
-        "Also exempt the embedding tables from weight decay.",
-    )
-    _define(d, "float", "adam_beta_1", default("adam_beta_1"), "First-moment decay.")
-    _define(d, "float", "adam_beta_2", default("adam_beta_2"), "Second-moment decay.")
-    _define(d, "float", "adam_epsilon", default("adam_epsilon"), "Adam/LAMB epsilon.")
-    _define(
-        d,
-        "float",
-        "clip_norm",
-        default("clip_norm"),
-        "Clip gradients to this global norm (0 disables).",
-        lower_bound=0.0,
-    )
-    _define(
-        d,
-        "integer",
-        "gradient_accumulation_steps",
-        default("gradient_accumulation_steps"),
-        "Micro-batches per optimizer step; --train_batch_size is their sum.",
-        lower_bound=1,
-    )
-    # === Loop ===
-    _define(
-        d,
-        "integer",
-        "steps_per_loop",
-        default("steps_per_loop"),
-        "Steps per compiled loop; progress and summaries are written between loops.",
-        lower_bound=1,
-    )
-    _define(
-        d,
-        "integer",
-        "checkpoint_every",
-        default("checkpoint_every"),
-        "Steps between checkpoints (0: only at the end).",
-        lower_bound=0,
-    )
-    _define(
-        d,
-        "integer",
-        "keep_checkpoints",
-        default("keep_checkpoints"),
-        "How many checkpoints to keep.",
-        lower_bound=1,
-    )
-    _define(
-        d,
-        "integer",
-        "eval_every",
-        default("eval_every"),
-        "Steps between evaluations (0: only at the end).",
-        lower_bound=0,
-    )
-    _define(
-        d,
-        "enum",
-        "progress",
-        default("progress"),
-        "Progress display: a Keras bar, log lines, none, or auto (a bar on a terminal).",
-        enum_values=list(PROGRESS_MODES),
-    )
-
-
-@dataclasses.dataclass
-class TrainingOptions:
-    """The training core's settings, one field per flag of `define_flags` (with its
-    default), except `output_dir` and `init_checkpoint`, which each runner declares
-    beside its own input settings.
-
-    A job's config (`runners.finetuning.FinetuningConfig`,
-    `runners.pretraining.PretrainingConfig`) subclasses it and redeclares only the defaults
-    it changes; `setup`, `optimizer_config` and `trainer_kwargs` read such a config as
-    they read parsed flags, and `flag_defaults(config)` gives `define_flags` the
-    runner's defaults.
-    """
-
-    seed: int = 12345
-    train_batch_size: int = 32
-    distribution_strategy: str = "one_device"
-    tpu: str | None = None
-    num_gpus: int | None = None
-    dtype_policy: str | None = None
-    mixed_precision: bool = False
-    jit_compile: bool = False
-    packed_sequences: bool = False
-    optimizer: str = "adamw"
-    learning_rate: float = 1e-4
-    lr_schedule: str = "linear"
-    num_warmup_steps: int | None = None
-    warmup_proportion: float = 0.0
-    end_learning_rate: float = 0.0
-    decay_power: float = 1.0
-    decay_from_step_zero: bool = False
-    weight_decay: float = 0.01
-    exclude_embeddings_from_weight_decay: bool = False
-    adam_beta_1: float = 0.9
-    adam_beta_2: float = 0.999
-    adam_epsilon: float = 1e-6
-    clip_norm: float = 1.0
-    gradient_accumulation_steps: int = 1
-    steps_per_loop: int = 100
-    checkpoint_every: int = 1000
-    keep_checkpoints: int = 3
-    eval_every: int | None = 0
-    progress: str = "auto"
-
-
-_FLAG_DEFAULTS = {
-    "output_dir": None,
-    "init_checkpoint": None,
-    **{field.name: field.default for field in dataclasses.fields(TrainingOptions)},
-}
-
-
-def flag_defaults(config) -> dict:
-    """`define_flags` keyword arguments: `config`'s values of the shared flags (a
-    `TrainingOptions` subclass with `output_dir` and `init_checkpoint` fields)."""
-    return {name: getattr(config, name) for name in _FLAG_DEFAULTS}
+    settings.define_flags(TrainingFlags, flag_values, defaults=defaults)
 
 
 def dtype_policy(flag_values=flags.FLAGS, strategy=None) -> str:

@@ -96,10 +96,11 @@ from tensorflow.core.framework import summary_pb2
 
 from keras_bert_zoo.data import packing
 from keras_bert_zoo.models import head_positions, packed
+from keras_bert_zoo.models.model_files import save_inference_model
 from keras_bert_zoo.training import distribute
 from keras_bert_zoo.training.checkpointing import CheckpointManager
+from keras_bert_zoo.utils import run_layout
 from keras_bert_zoo.utils.atomic import atomic_directory, write_json_atomically
-from keras_bert_zoo.utils.model_files import save_inference_model
 
 logger = logging.getLogger(__name__)
 
@@ -621,7 +622,7 @@ class Trainer:
 
     def _checkpoint_manager(self) -> CheckpointManager:
         return CheckpointManager(
-            os.path.join(self.model_dir, "checkpoints"),
+            os.path.join(self.model_dir, run_layout.CHECKPOINTS_DIR),
             model_variables=self.model.variables,
             optimizer_variables=self.model.optimizer.variables,
             trainer_variables={"global_step": self.global_step},
@@ -727,7 +728,7 @@ class Trainer:
         return best_step, best_value
 
     def _read_best(self) -> tuple[int | None, float | None, str | None]:
-        path = os.path.join(self.model_dir, "best", "metrics.json")
+        path = os.path.join(self.model_dir, run_layout.BEST_DIR, run_layout.METRICS_FILE)
         if not os.path.exists(path):
             return None, None, None
         try:
@@ -741,10 +742,10 @@ class Trainer:
     def _export_best(self, export_fn, step: int, metric: str, value: float, metrics: dict):
         if not self.is_chief:
             return
-        with atomic_directory(os.path.join(self.model_dir, "best")) as temp:
+        with atomic_directory(os.path.join(self.model_dir, run_layout.BEST_DIR)) as temp:
             export_fn(self.model, temp)
             write_json_atomically(
-                os.path.join(temp, "metrics.json"),
+                os.path.join(temp, run_layout.METRICS_FILE),
                 {
                     "step": step,
                     "metric": metric,
@@ -839,8 +840,10 @@ class Trainer:
             best_step=best_step,
             best_value=best_value,
             callbacks=keras.callbacks.CallbackList(list(callbacks), model=self.model),
-            writer=self._summary_writer("train", self.is_chief),
-            eval_writer=self._summary_writer("eval", self.is_chief and eval_fn is not None),
+            writer=self._summary_writer(run_layout.TRAIN_SUMMARIES_DIR, self.is_chief),
+            eval_writer=self._summary_writer(
+                run_layout.EVAL_SUMMARIES_DIR, self.is_chief and eval_fn is not None
+            ),
             step=int(self.global_step.numpy()),
         )
         run.progress_bar = self._progress_bar(run.step, num_steps)

@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import math
 import os
+import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import IO, Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
 
 
 def _process_umask() -> int:
@@ -194,3 +201,47 @@ def atomic_directory(
     finally:
         if os.path.exists(temp_dir):
             shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+# === JSON values and what an interrupted write leaves ===
+
+# Names of the temporaries utils.atomic makes (`.name.XXXX.tmp`, `.name.tmp-XXXX`): what a
+# kill in the middle of a write leaves behind.
+_ATOMIC_TEMPORARY = re.compile(r"^\..+(\.tmp|\.tmp-[A-Za-z0-9_]+)$")
+
+
+def json_safe(value):
+    """`value` with numpy scalars as Python numbers and every non-finite float as None
+    (JSON has no NaN)."""
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def remove_stale_temporaries(directory: str) -> list[str]:
+    """Removes what an interrupted atomic write left in `directory` (dot-named
+    `*.tmp` files and `*.tmp-*` directories, see `utils.atomic`); returns them."""
+    removed = []
+    if not os.path.isdir(directory):
+        return removed
+    for name in sorted(os.listdir(directory)):
+        if not _ATOMIC_TEMPORARY.match(name):
+            continue
+        path = os.path.join(directory, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                continue
+        removed.append(path)
+    if removed:
+        logger.info("Removed %d temporaries of interrupted writes: %s", len(removed), removed)
+    return removed

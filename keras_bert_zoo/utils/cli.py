@@ -152,3 +152,11 @@ def run(main: Callable[[list[str]], Any]) -> None:
     if tool is not None and tool.__doc__ and TRACEBACK_ENV not in tool.__doc__:
         tool.__doc__ = f"{tool.__doc__.rstrip()}\n\n{_HELP_NOTE}\n"
     app.run(wrap(main))
+
+
+def refuse_arguments(argv: list[str]) -> None:
+    """A tool that takes flags only: positional arguments are a usage error."""
+    from absl import app
+
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")

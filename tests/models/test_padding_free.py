@@ -213,19 +213,22 @@ def test_padding_free_inference_routes_a_task_model_and_restores_it(
     weights = [v.path for v in model.weights]
     calls = []
     with padding_free_inference(model):
-        inner = encoder._inference_call
-        encoder._inference_call = lambda inputs: calls.append(1) or inner(inputs)
-        eager = model(x, training=False)
-        traced = tf.function(lambda inputs: model(inputs, training=False))(x)
-        trained = model(x, training=True)
-        assert len(calls) == 2  # the inference calls, not the training one
-        # A batch without padding runs the padded graph: nothing to gather.
-        full = inputs_factory(batch=2, seq_len=8, lengths=[8, 8], seed=4)
-        np.testing.assert_allclose(
-            model(full, training=False), model(full, training=True), atol=TOL
-        )
-        assert len(calls) == 2
-    assert getattr(encoder, "_inference_call", None) is None
+        inner = encoder.inference_route
+        assert inner is not None
+        counting = encoder.route_inference(lambda inputs: calls.append(1) or inner(inputs))
+        with counting:
+            eager = model(x, training=False)
+            traced = tf.function(lambda inputs: model(inputs, training=False))(x)
+            trained = model(x, training=True)
+            assert len(calls) == 2  # the inference calls, not the training one
+            # A batch without padding runs the padded graph: nothing to gather.
+            full = inputs_factory(batch=2, seq_len=8, lengths=[8, 8], seed=4)
+            np.testing.assert_allclose(
+                model(full, training=False), model(full, training=True), atol=TOL
+            )
+            assert len(calls) == 2
+        assert encoder.inference_route is inner  # nested blocks restore the outer route
+    assert encoder.inference_route is None
     assert [v.path for v in model.weights] == weights  # no wrapper tracked
     for got in (eager, traced, trained, model(x, training=False)):
         assert max_diff(got, expected) < TOL

@@ -2,10 +2,13 @@
 
 One phase-1 run (records made by our creator from the synthetic corpus, L=2, H=32,
 64 positions) is shared by the module; the other tests resume it, extend it to 128
-positions (phase 2), export it, or feed the runner other inputs. References: a numpy
-restatement of the evaluation metrics, `transformers.BertForPreTraining` for the
-Hugging Face export, the port of the original creator for foreign records (see
-tests/tools/test_run_pretraining_tool.py).
+positions (phase 2), evaluate and export it in `--mode=eval|export`, or feed the
+runner other inputs. References: a numpy restatement of the evaluation metrics,
+`transformers.BertForPreTraining` for the Hugging Face export, the port of the
+original creator for foreign records (see tests/tools/test_run_pretraining_tool.py).
+The parts the job orchestrates are tested on their own in
+tests/tasks/test_pretraining_task.py, tests/data/test_pretraining_record_inspection.py
+and tests/checkpoints/test_checkpoint_resize.py.
 """
 
 import json
@@ -16,14 +19,10 @@ import numpy as np
 import pytest
 from pretraining_synthetic import SYLLABLES, VOCAB, write_corpus
 
+from keras_bert_zoo.data.pretraining_records import inspect_records
 from keras_bert_zoo.pretraining import CreationConfig, create_pretraining_data
-from keras_bert_zoo.runners.pretraining import (
-    PretrainingConfig,
-    evaluate_pretraining,
-    extend_position_embeddings,
-    inspect_records,
-    run_pretraining,
-)
+from keras_bert_zoo.runners.pretraining import PretrainingConfig, run_pretraining
+from keras_bert_zoo.tasks.pretraining import evaluate_pretraining
 
 PHASE1_STEPS = 30
 SEQ = 64
@@ -274,15 +273,6 @@ def test_dynamic_text_and_remasked_records_train(data, tmp_path):
 # === Phase 2: a longer position table ===
 
 
-def test_extend_position_embeddings_keeps_and_tiles_the_learned_rows():
-    table = np.arange(12, dtype=np.float32).reshape(3, 4)
-    extended = extend_position_embeddings(table, 8)
-    assert extended.shape == (8, 4)
-    np.testing.assert_array_equal(extended[:3], table)
-    np.testing.assert_array_equal(extended[3:6], table)
-    np.testing.assert_array_equal(extended[6:], table[:2])
-
-
 def test_phase2_extends_the_position_table(phase1, data, tmp_path):
     result = run_pretraining(
         _config(
@@ -314,49 +304,6 @@ def test_phase2_extends_the_position_table(phase1, data, tmp_path):
     )
     hf_config = json.loads(open(os.path.join(result.exports["huggingface"], "config.json")).read())
     assert hf_config["max_position_embeddings"] == 128
-
-
-def test_an_export_initializes_a_longer_model(phase1):
-    from keras_bert_zoo.models import BertEncoder, BertPretrainer
-    from keras_bert_zoo.runners.pretraining import copy_pretraining_weights
-    from keras_bert_zoo.runners.sources import resolve_weight_source
-
-    source = resolve_weight_source(phase1.exports["google"])
-    assert source.bert_config.max_position_embeddings == SEQ
-    target = BertPretrainer(
-        BertEncoder.from_bert_config(source.bert_config.replace(max_position_embeddings=150))
-    )
-    copy_pretraining_weights(source.load_pretraining_weights(), target)
-    learned = phase1.model.encoder.embeddings.position_embeddings.numpy()
-    table = target.encoder.embeddings.position_embeddings.numpy()
-    np.testing.assert_array_equal(table, np.concatenate([learned, learned, learned[:22]]))
-    for old, new in zip(phase1.model.weights, target.weights, strict=True):
-        if new is not target.encoder.embeddings.position_embeddings:
-            np.testing.assert_array_equal(old.numpy(), new.numpy(), err_msg=new.path)
-    # Anything else that differs is another architecture, and is refused by name.
-    narrower = BertPretrainer(
-        BertEncoder.from_bert_config(source.bert_config.replace(intermediate_size=48))
-    )
-    with pytest.raises(ValueError, match="intermediate|kernel"):
-        copy_pretraining_weights(source.load_pretraining_weights(), narrower)
-
-
-def test_an_encoder_only_checkpoint_initializes_the_encoder(phase1, tmp_path):
-    from keras_bert_zoo.checkpoints import save_pretrained
-    from keras_bert_zoo.models import BertEncoder, BertPretrainer
-    from keras_bert_zoo.runners.pretraining import copy_pretraining_weights
-    from keras_bert_zoo.runners.sources import resolve_weight_source
-
-    directory = save_pretrained(phase1.model.encoder, tmp_path / "bert", format="huggingface")
-    source = resolve_weight_source(directory)
-    target = BertPretrainer(BertEncoder.from_bert_config(source.bert_config))
-    heads_before = [v.numpy().copy() for v in target.next_sentence_head.weights]
-    copy_pretraining_weights(source.load_pretraining_weights(), target)
-    for old, new in zip(phase1.model.encoder.weights, target.encoder.weights, strict=True):
-        np.testing.assert_array_equal(old.numpy(), new.numpy(), err_msg=new.path)
-    # No head in the checkpoint: the heads keep their fresh initialization.
-    for before, after in zip(heads_before, target.next_sentence_head.weights, strict=True):
-        np.testing.assert_array_equal(before, after.numpy())
 
 
 # === Export ===
@@ -412,6 +359,86 @@ def test_exports_load_in_from_pretrained_and_transformers(phase1):
     np.testing.assert_allclose(
         out.seq_relationship_logits.numpy(), expected["next_sentence_logits"], atol=1e-4
     )
+
+
+# === --mode=eval and --mode=export: the model of a finished run ===
+
+
+def test_eval_mode_scores_the_newest_checkpoint_as_training_did(phase1, data, tmp_path):
+    # The run directory itself: its eval_results.json gains one entry, nothing is redone.
+    output_dir = tmp_path / "run"
+    shutil.copytree(phase1.config.output_dir, output_dir)
+    result = run_pretraining(_config(data, output_dir, mode="eval", input_file=None))
+    assert result.mode == "eval" and result.step == PHASE1_STEPS and result.training is None
+    for name, value in phase1.eval_results.items():
+        assert result.eval_results[name] == pytest.approx(value, rel=1e-5, abs=1e-6), name
+    saved = json.loads((output_dir / "eval_results.json").read_text())
+    assert saved["step"] == PHASE1_STEPS
+    assert [entry["step"] for entry in saved["history"]] == [15, 30, 30]
+    assert saved["history"][-1]["model"] == str(output_dir)
+    assert not result.exports
+
+    # Another run's directory (or one of its exports) through --init_checkpoint.
+    for given in (phase1.config.output_dir, phase1.exports["google"]):
+        elsewhere = run_pretraining(
+            _config(data, tmp_path / "elsewhere", mode="eval", init_checkpoint=given)
+        )
+        assert elsewhere.eval_results["masked_lm_accuracy"] == pytest.approx(
+            phase1.eval_results["masked_lm_accuracy"], abs=1e-6
+        ), given
+    assert elsewhere.step is None  # an export does not record its step
+
+
+def test_export_mode_writes_the_runs_model(phase1, data, tmp_path):
+    from keras_bert_zoo import from_pretrained
+
+    result = run_pretraining(
+        _config(
+            data,
+            tmp_path / "exported",
+            mode="export",
+            input_file=None,
+            init_checkpoint=phase1.config.output_dir,
+            export_formats=("huggingface",),
+        )
+    )
+    assert result.mode == "export" and result.step == PHASE1_STEPS and not result.eval_results
+    assert set(result.exports) == {"huggingface"}
+    assert not (tmp_path / "exported" / "eval_results.json").exists()
+    reloaded = from_pretrained(result.exports["huggingface"], model="pretrainer")
+    inputs = _sample_inputs()
+    expected = phase1.model(inputs, training=False)
+    for name, value in reloaded(inputs, training=False).items():
+        np.testing.assert_allclose(np.asarray(value), np.asarray(expected[name]), atol=1e-5)
+    assert (tmp_path / "exported" / "export_huggingface" / "vocab.txt").is_file()
+
+
+def test_inference_modes_say_what_they_miss(data, tmp_path):
+    with pytest.raises(ValueError, match="--mode=eval needs --eval_input_file"):
+        run_pretraining(_config(data, tmp_path / "a", mode="eval", eval_input_file=None))
+    with pytest.raises(FileNotFoundError, match="holds no pretraining run.*--init_checkpoint"):
+        run_pretraining(_config(data, tmp_path / "b", mode="export"))
+    with pytest.raises(ValueError, match="mode must be one of"):
+        _config(data, tmp_path / "c", mode="predict")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_moved_names_still_resolve_with_a_warning():
+    from keras_bert_zoo.checkpoints import resize
+    from keras_bert_zoo.data import pretraining_records
+    from keras_bert_zoo.runners import pretraining as runner
+    from keras_bert_zoo.tasks import pretraining as task
+
+    for name, home in (
+        ("inspect_records", pretraining_records),
+        ("RecordsInfo", pretraining_records),
+        ("extend_position_embeddings", resize),
+        ("copy_pretraining_weights", resize),
+        ("evaluate_pretraining", task),
+        ("export_pretrained", task),
+    ):
+        with pytest.warns(DeprecationWarning, match=f"{name} moved to {home.__name__}"):
+            assert getattr(runner, name) is getattr(home, name)
 
 
 # === Bad input ===

@@ -16,6 +16,20 @@ ALIASES = [
     ("keras_bert_zoo.pretraining", "run_pretraining", "keras_bert_zoo.runners.pretraining"),
     ("keras_bert_zoo.pretraining", "PretrainingResult", "keras_bert_zoo.runners.pretraining"),
     ("keras_bert_zoo.tasks.entity_metrics", "entities", "keras_bert_zoo.tasks.tagging.metrics"),
+    ("keras_bert_zoo.runners.finetuning", "json_safe", "keras_bert_zoo.utils.atomic"),
+    (
+        "keras_bert_zoo.runners.finetuning",
+        "remove_stale_temporaries",
+        "keras_bert_zoo.utils.atomic",
+    ),
+    ("keras_bert_zoo.runners.finetuning", "make_tokenizer", "keras_bert_zoo.runners.sources"),
+    ("keras_bert_zoo.runners.finetuning", "save_run_model", "keras_bert_zoo.tasks.run_outputs"),
+    ("keras_bert_zoo.runners.finetuning", "eval_record", "keras_bert_zoo.tasks.run_outputs"),
+    (
+        "keras_bert_zoo.runners.finetuning",
+        "huggingface_label_config",
+        "keras_bert_zoo.tasks.run_outputs",
+    ),
 ]
 
 
@@ -33,6 +47,11 @@ def test_renamed_and_unknown_names():
 
     with pytest.warns(DeprecationWarning, match="is_pretraining_run_dir"):
         assert run.is_run_dir is sources.is_pretraining_run_dir
+    from keras_bert_zoo.runners import finetuning as finetuning_runner
+    from keras_bert_zoo.tasks import run_outputs
+
+    with pytest.warns(DeprecationWarning, match="run_outputs.export_task_checkpoint"):
+        assert finetuning_runner.export_checkpoint is run_outputs.export_task_checkpoint
     from keras_bert_zoo.tasks import finetuning
 
     with pytest.raises(AttributeError, match="no_such_name"):

@@ -245,3 +245,60 @@ def test_what_fits_no_kind_is_one_error_listing_what_was_found(files, tmp_path):
     with pytest.raises(FileNotFoundError, match="no such file or directory, and not a preset"):
         sources.resolve_weight_source(str(tmp_path / "missing"))
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+# What the job is asked to do in each mode, besides the runner's own parts.
+JOB_PARTS = ("prepare", "load_for_inference", "evaluate", "predict", "export")
+
+
+def _record_job_calls(job, calls):
+    for name in JOB_PARTS:
+        method = getattr(job, name)
+
+        def recorded(*args, _name=name, _method=method, **kwargs):
+            calls.append(f"job.{_name}")
+            return _method(*args, **kwargs)
+
+        setattr(job, name, recorded)
+    return job
+
+
+@pytest.mark.parametrize("mode", ["eval", "predict", "export"])
+def test_eval_predict_and_export_go_through_the_skeleton(files, finetuned_run, tmp_path, mode):
+    trained_runner, trained = finetuned_run
+    job = finetuning.FinetuningJob(
+        _finetuning_config(
+            files,
+            tmp_path / mode,
+            mode=mode,
+            task=None,
+            init_checkpoint=trained_runner.job.output_dir,
+            task_options={"predict_file": "dev.tsv"},
+        )
+    )
+    runner = RecordingRunner(job)
+    _record_job_calls(job, runner.calls)
+    result = runner.run()
+    expected = {
+        "eval": ["job.load_for_inference", "job.evaluate", "write_eval_results"],
+        "predict": ["job.load_for_inference", "job.predict"],
+        "export": ["job.load_for_inference", "job.export"],
+    }[mode]
+    assert runner.calls == ["setup_strategy"] + expected
+    assert result.mode == mode and result.step == 6
+    assert result.model_source == os.path.join(trained_runner.job.output_dir, "finetuned")
+    if mode == "eval":
+        # The same model on the same split: the training run's final evaluation.
+        assert result.eval_results == trained.eval_results
+        assert result.eval_history[-1]["model"] == result.model_source
+    if mode == "predict":
+        lines = (tmp_path / mode / "predictions" / "predictions.jsonl").read_text().splitlines()
+        assert len(lines) == 12
+    if mode == "export":
+        # Written from the loaded model: the trained weights, array by array.
+        exported = sources.resolve_weight_source(result.exports["keras"]).load_finetuned()
+        for before, after in zip(
+            trained.model.get_weights(), exported.model.get_weights(), strict=True
+        ):
+            np.testing.assert_array_equal(before, after)
+        assert os.path.isfile(os.path.join(result.exports["huggingface"], "config.json"))

@@ -211,6 +211,40 @@ def test_every_family_exports_in_bfloat16_answering_as_float32(all_exports, load
                 )
 
 
+def test_padding_free_follows_what_the_model_class_declares(helpers):
+    """`padding_free="auto"` and `"on"` read `supports_padding_free_inference` off the
+    model's class: a classifier that withdraws it is served padded, a span labeler that
+    declares it padding-free, whatever class they derive from."""
+    from keras_bert_zoo.models import (
+        BertClassifier,
+        BertEncoder,
+        BertMultipleChoice,
+        BertSpanLabeler,
+    )
+    from keras_bert_zoo.serving.export import serves_padding_free
+
+    class PaddedClassifier(BertClassifier):
+        supports_padding_free_inference = False
+
+    class DeclaredSpanLabeler(BertSpanLabeler):
+        supports_padding_free_inference = True
+
+    encoder = helpers.tiny_encoder(20)
+    assert serves_padding_free(BertClassifier(encoder, num_classes=2))
+    assert not serves_padding_free(PaddedClassifier(encoder, num_classes=2))
+    assert serves_padding_free(DeclaredSpanLabeler(encoder), "on")
+    assert not serves_padding_free(DeclaredSpanLabeler(encoder), "off")
+    assert not serves_padding_free(encoder)  # declares nothing
+    with pytest.raises(ValueError, match="PaddedClassifier reads every position"):
+        serves_padding_free(PaddedClassifier(encoder, num_classes=2), "on")
+    with pytest.raises(ValueError, match="BertEncoder reads every position"):
+        serves_padding_free(encoder, "on")
+    with pytest.warns(DeprecationWarning, match="PADDING_FREE_MODELS is deprecated"):
+        listed = serving.export.PADDING_FREE_MODELS
+    assert {BertClassifier, BertMultipleChoice, DeclaredSpanLabeler} <= set(listed)
+    assert not {PaddedClassifier, BertSpanLabeler, BertEncoder} & set(listed)
+
+
 def test_padding_free_export_answers_as_the_padded_one(
     sentence_pair_export, squad_export, loaded, tmp_path
 ):

@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from absl import app
 
 from keras_bert_zoo import serving, tasks
 from keras_bert_zoo.checkpoints import save_pretrained
@@ -118,7 +119,7 @@ def test_export_tool_then_run_tool_in_python_and_cpp(
     assert "input  text" in printed and "this process can run it" in printed
 
 
-def test_export_tool_on_a_pretrained_checkpoint(tmp_path, export_tool, helpers, capsys):
+def test_export_tool_on_a_pretrained_checkpoint(tmp_path, export_tool, run_tool, helpers, capsys):
     vocabulary = helpers.sentence_fixtures.VOCABULARY
     model = helpers.randomize(BertPretrainer(helpers.tiny_encoder(len(vocabulary))), 22)
     vocab_file = tmp_path / "vocab.txt"
@@ -169,3 +170,26 @@ def test_export_tool_on_a_pretrained_checkpoint(tmp_path, export_tool, helpers, 
     assert sorted(os.listdir(tmp_path / "hub")) == ["encoder", "preprocessor"]
     encoder = tf.saved_model.load(str(tmp_path / "hub" / "encoder"))
     assert hasattr(encoder, "mlm")  # the checkpoint had its MLM head
+    exported = capsys.readouterr().out
+    assert exported.count("this process can run it") == 2
+    assert "no assets.extra" not in exported  # both halves have their manifests
+
+    # --show_only on the pair's directory: both halves, from their assets.extra/.
+    _run(run_tool, f"--saved_model={tmp_path / 'hub'}", "--show_only")
+    printed = capsys.readouterr().out
+    preprocessor_dir, encoder_dir = tmp_path / "hub" / "preprocessor", tmp_path / "hub" / "encoder"
+    assert f"TF Hub style pair: {tmp_path / 'hub'}" in printed
+    assert printed.index(f"SavedModel: {preprocessor_dir}") < printed.index(
+        f"SavedModel: {encoder_dir}"
+    )
+    assert "hub preprocessor  seq_length: 24  text fields: text  lowercase: True" in printed
+    cls_id, mask_id = vocabulary.index("[CLS]"), vocabulary.index("[MASK]")
+    assert f"start_of_sequence_id={cls_id}" in printed and f"mask_id={mask_id}" in printed
+    assert "tokenizer ops: core" in printed and "ops outside core TensorFlow: none" in printed
+    hidden = model.encoder.hidden_size
+    assert f"hub encoder: BertPretrainer  mlm: True  layers: 1  hidden: {hidden}" in printed
+    assert "precision: float32" in printed and "encoder runs on: padded batch" in printed
+    assert printed.count("this process can run it") == 2
+    assert "computed: the export has no" not in printed
+    with pytest.raises(app.UsageError, match="TF Hub style pair"):
+        _run(run_tool, f"--saved_model={tmp_path / 'hub'}", "--input=text=the cat")

@@ -85,6 +85,39 @@ def test_windows_match_a_numpy_restatement_of_doc_spans(pair, sequence_length, s
     assert out["input_mask"].tolist() == [[int(i != PAD) for i in e[1]] for e in expected]
 
 
+def google_doc_spans(length, room, stride):
+    """run_squad.py's loop, as written there: `[(start, length)]`."""
+    spans, start_offset = [], 0
+    while start_offset < length:
+        span_length = min(length - start_offset, room)
+        spans.append((start_offset, span_length))
+        if start_offset + span_length == length:
+            break
+        start_offset += min(span_length, stride)
+    return spans or [(0, 0)]  # an empty text still gets its one (empty) window
+
+
+def test_strided_windows_are_run_squads_doc_spans():
+    from keras_bert_zoo.tasks._shared import strided_windows
+
+    for stride in (1, 2, 3, 7, 100):
+        rng = random.Random(stride)
+        lengths = [0, 1, 2, 5, 9, 10, 11, 40] + [rng.randint(0, 60) for _ in range(8)]
+        rooms = [rng.randint(1, 12) for _ in lengths]
+        rows, starts, sizes = (
+            tensor.numpy().tolist()
+            for tensor in strided_windows(
+                tf.constant(lengths, tf.int64), tf.constant(rooms, tf.int64), stride
+            )
+        )
+        expected = [
+            (row, start, size)
+            for row, (length, room) in enumerate(zip(lengths, rooms, strict=True))
+            for start, size in google_doc_spans(length, room, stride)
+        ]
+        assert list(zip(rows, starts, sizes, strict=True)) == expected, stride
+
+
 def _labelled_documents(path, rows):
     lines = ["text\tlabel"] + [f"{text}\t{label}" for text, label in rows]
     pathlib.Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")

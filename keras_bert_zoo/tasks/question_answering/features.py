@@ -11,6 +11,7 @@ import keras
 import tensorflow as tf
 
 from keras_bert_zoo.inputs import INPUT_MASK, INPUT_TYPE_IDS, INPUT_WORD_IDS
+from keras_bert_zoo.tasks._shared import strided_windows
 from keras_bert_zoo.text.offsets import char_offsets
 from keras_bert_zoo.text.preprocessing_layer import TokenizingPreprocessor
 
@@ -152,23 +153,8 @@ class SquadPreprocessor(TokenizingPreprocessor):
 
         # === Windows (google-research/bert's doc_spans) ===
         query_length = question_ids.row_lengths()
-        context_length = context_ids.row_lengths()
-        max_tokens_for_doc = seq_length - query_length - 3
-        stride = tf.minimum(tf.constant(self.doc_stride, tf.int64), max_tokens_for_doc)
-        num_windows = tf.where(
-            context_length > max_tokens_for_doc,
-            (context_length - max_tokens_for_doc + stride - 1) // stride + 1,
-            tf.ones_like(context_length),
-        )
-        window_example = tf.repeat(tf.range(num_examples), num_windows)
-        window_rank = tf.ragged.range(num_windows).flat_values
-        window_start = window_rank * tf.gather(stride, window_example)
-        window_length = tf.maximum(
-            tf.minimum(
-                tf.gather(max_tokens_for_doc, window_example),
-                tf.gather(context_length, window_example) - window_start,
-            ),
-            0,
+        window_example, window_start, window_length = strided_windows(
+            context_ids.row_lengths(), seq_length - query_length - 3, self.doc_stride
         )
         num_windows_total = tf.size(window_example, out_type=tf.int64)
         # One entry per (window, context token in it).
@@ -312,12 +298,9 @@ class SquadPreprocessor(TokenizingPreprocessor):
     # === Config ===
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "max_seq_length": self.max_seq_length,
-                "doc_stride": self.doc_stride,
-                "max_query_length": self.max_query_length,
-            }
-        )
-        return config
+        return {
+            **super().get_config(),
+            "max_seq_length": self.max_seq_length,
+            "doc_stride": self.doc_stride,
+            "max_query_length": self.max_query_length,
+        }

@@ -1,14 +1,14 @@
 """Documents longer than the model: overlapping windows and their aggregation.
 
 `SentenceWindowPreprocessor` cuts each document into windows of WordPieces with
-google-research/bert's SQuAD `doc_spans` rule (the rule `SquadPreprocessor` applies to
-a context): with `L` pieces of room per window and a stride `S = min(window_stride,
-L)`, a document of `P` pieces gives one window when `P <= L`, else `ceil((P - L) / S)
-+ 1` windows starting at `0, S, 2S, ...`; the last one ends at the document's end and
-may be shorter. A single text packs as `[CLS] window [SEP]` (`L = max_seq_length -
-2`); a pair keeps its first text whole in every window, as SQuAD keeps the question
-(its first `(max_seq_length - 3) // 2` pieces), and windows the second: `[CLS] first
-[SEP] window [SEP]` (`L = max_seq_length - 3 - len(first)`).
+google-research/bert's SQuAD `doc_spans` rule, the one `SquadPreprocessor` applies to
+a context (`tasks._shared.strided_windows`): with `L` pieces of room per window and a
+stride `S = min(window_stride, L)`, a document of `P` pieces gives one window when `P
+<= L`, else `ceil((P - L) / S) + 1` windows starting at `0, S, 2S, ...`; the last one
+ends at the document's end and may be shorter. A single text packs as `[CLS] window
+[SEP]` (`L = max_seq_length - 2`); a pair keeps its first text whole in every window,
+as SQuAD keeps the question (its first `(max_seq_length - 3) // 2` pieces), and windows
+the second: `[CLS] first [SEP] window [SEP]` (`L = max_seq_length - 3 - len(first)`).
 
 Each window is trained with its document's label. Answers are read back per document
 by `aggregate_windows` (numpy, `postprocess`) and `aggregate_windows_tf` (TF ops, the
@@ -18,10 +18,13 @@ exported model): the mean or the per-class maximum of the windows' probabilities
 
 from __future__ import annotations
 
+from typing import Literal
+
 import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_zoo.tasks._shared import strided_windows
 from keras_bert_zoo.text.packer import BertPacker
 from keras_bert_zoo.text.preprocessing_layer import TokenizingPreprocessor
 
@@ -81,29 +84,24 @@ class SentenceWindowPreprocessor(TokenizingPreprocessor):
         tokenizer,
         sequence_length: int = 128,
         window_stride: int = 64,
-        num_texts: int = 1,
+        num_texts: Literal[1, 2] = 1,
         **kwargs,
     ):
         super().__init__(tokenizer, **kwargs)
-        sequence_length, window_stride, num_texts = (
-            int(sequence_length),
-            int(window_stride),
-            int(num_texts),
-        )
-        if num_texts not in (1, 2):
-            raise ValueError(f"num_texts must be 1 or 2, got {num_texts}")
-        minimum = 3 if num_texts == 1 else 5
-        if sequence_length < minimum:
+        self.sequence_length = int(sequence_length)
+        self.window_stride = int(window_stride)
+        self.num_texts = int(num_texts)
+        if self.num_texts not in (1, 2):
+            raise ValueError(f"num_texts must be 1 or 2, got {self.num_texts}")
+        minimum = 3 if self.num_texts == 1 else 5
+        if self.sequence_length < minimum:
             raise ValueError(
-                f"sequence_length must be >= {minimum} to hold a window, got {sequence_length}"
+                f"sequence_length must be >= {minimum} to hold a window, got {self.sequence_length}"
             )
-        if window_stride < 1:
-            raise ValueError(f"window_stride must be >= 1, got {window_stride}")
-        self.sequence_length = sequence_length
-        self.window_stride = window_stride
-        self.num_texts = num_texts
+        if self.window_stride < 1:
+            raise ValueError(f"window_stride must be >= 1, got {self.window_stride}")
         # The windows are sized to fit, so the packer never trims.
-        self.packer = BertPacker(sequence_length, dtype="int32")
+        self.packer = BertPacker(self.sequence_length, dtype="int32")
         if self.tokenizer.has_vocabulary:  # else it comes with load_assets
             self._take_special_ids()
 
@@ -121,18 +119,8 @@ class SentenceWindowPreprocessor(TokenizingPreprocessor):
             room = tf.fill(tf.shape(document, out_type=tf.int64), self.sequence_length - 2)
             room = tf.cast(room, tf.int64)
         pieces = self.tokenizer.tokenize(document)
-        total = pieces.row_lengths()
-
-        # google-research/bert's doc_spans (SquadPreprocessor's windows).
-        stride = tf.minimum(tf.constant(self.window_stride, tf.int64), room)
-        num_windows = tf.where(
-            total > room, (total - room + stride - 1) // stride + 1, tf.ones_like(total)
-        )
-        row_index = tf.repeat(tf.range(tf.size(total, out_type=tf.int64)), num_windows)
-        window_start = tf.ragged.range(num_windows).flat_values * tf.gather(stride, row_index)
-        window_length = tf.maximum(
-            tf.minimum(tf.gather(room, row_index), tf.gather(total, row_index) - window_start),
-            0,
+        row_index, window_start, window_length = strided_windows(
+            pieces.row_lengths(), room, self.window_stride
         )
         first_piece = tf.gather(pieces.row_starts(), row_index) + window_start
         window_pieces = tf.gather(
@@ -162,15 +150,12 @@ class SentenceWindowPreprocessor(TokenizingPreprocessor):
         }
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "sequence_length": self.sequence_length,
-                "window_stride": self.window_stride,
-                "num_texts": self.num_texts,
-            }
-        )
-        return config
+        return {
+            **super().get_config(),
+            "sequence_length": self.sequence_length,
+            "window_stride": self.window_stride,
+            "num_texts": self.num_texts,
+        }
 
 
 def aggregate_windows(

@@ -28,7 +28,7 @@ from keras_bert_zoo.tasks.feature_extraction import demo_model_dir
 from keras_bert_zoo.text.vocab import load_vocab
 
 HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tasks"))  # the fine-tuning fixtures
 import finetuning_test_helpers as helpers  # noqa: E402
 from qa_test_helpers import load_local_module, write_squad  # noqa: E402
 

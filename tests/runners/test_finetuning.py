@@ -22,12 +22,14 @@ import sklearn.metrics
 from absl import flags
 
 from keras_bert_zoo import tasks
-from keras_bert_zoo.runners import demo, finetuning
+from keras_bert_zoo.runners import demo, finetuning, run_dir, sources
+from keras_bert_zoo.tasks import run_outputs
 from keras_bert_zoo.tasks.feature_extraction import demo_model_dir
 from keras_bert_zoo.text.vocab import load_vocab
+from keras_bert_zoo.utils import atomic, settings
 
 HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tasks"))  # the fine-tuning fixtures
 import finetuning_test_helpers as helpers  # noqa: E402
 from qa_test_helpers import load_local_module, write_squad  # noqa: E402
 
@@ -67,7 +69,7 @@ def test_flags_have_run_classifier_defaults_and_every_training_flag():
     assert config.max_seq_length is None  # the task's: 128 for GLUE, 384 for SQuAD
     assert config.do_lower_case is None  # read from the vocabulary
     # Every training-core flag is a field of the config.
-    for name in training_flags._FLAG_DEFAULTS:
+    for name in settings.flag_names(training_flags.TrainingOptions):
         assert name in flag_values and hasattr(config, name), name
     # Every task option is a flag; only the given ones reach the task.
     for name in tasks.all_task_options():
@@ -80,22 +82,24 @@ def test_flags_have_run_classifier_defaults_and_every_training_flag():
     assert flag_values.task is None
     explicit = finetuning.explicit_flag_values(flag_values)
     assert explicit == {"num_train_epochs": 2.0, "task_options": {"heldout_seed": 7}}
-    settings = demo.demo_config(**explicit)
-    assert settings.task == "text_classification" and settings.num_train_epochs == 2.0
-    assert settings.task_options["heldout_seed"] == 7
-    assert settings.task_options["train_file"] == demo.DEMO_DATA_FILE
-    assert settings.init_checkpoint == demo_model_dir()
+    demo_settings = demo.demo_config(**explicit)
+    assert demo_settings.task == "text_classification" and demo_settings.num_train_epochs == 2.0
+    assert demo_settings.task_options["heldout_seed"] == 7
+    assert demo_settings.task_options["train_file"] == demo.DEMO_DATA_FILE
+    assert demo_settings.init_checkpoint == demo_model_dir()
 
 
 def test_eval_results_json_writes_nan_as_null(tmp_path):
     task = tasks.create_task("glue/stsb", data_dir=str(tmp_path))
-    path = finetuning.write_eval_results(
+    path = run_dir.write_eval_results(
         str(tmp_path),
-        task,
-        {"dev": {"pearson": float("nan"), "spearman": 0.5}},
-        step=7,
-        model_source="final",
-        history=[{"step": 7, "results": {"dev": {"pearson": float("inf")}}}],
+        run_outputs.eval_record(
+            task,
+            {"dev": {"pearson": float("nan"), "spearman": 0.5}},
+            step=7,
+            model_source="final",
+            history=[{"step": 7, "results": {"dev": {"pearson": float("inf")}}}],
+        ),
     )
     text = pathlib.Path(path).read_text(encoding="utf-8")
     assert "NaN" not in text and "Infinity" not in text
@@ -425,8 +429,8 @@ def test_casing_that_contradicts_the_vocabulary_is_an_error_naming_it(tmp_path):
             finetuning.dataclasses.replace(config, vocab_file=str(cased_file), do_lower_case=True)
         )
     # Inferred from the vocabulary when not given.
-    assert finetuning.make_tokenizer(minilm_vocab, None).lowercase is True
-    assert finetuning.make_tokenizer(str(cased_file), None).lowercase is False
+    assert sources.make_tokenizer(minilm_vocab, None).lowercase is True
+    assert sources.make_tokenizer(str(cased_file), None).lowercase is False
     assert not (tmp_path / "out" / "task.json").exists()  # nothing written before the check
 
 
@@ -453,7 +457,7 @@ def test_other_bad_inputs_are_clear_errors(tmp_path):
         finetuning.run_finetuning(replace(config, init_checkpoint="bert_tiny"))
     # An output directory that holds another run (another label set) is not resumed.
     other = tasks.create_task("text_classification", data_dir=str(tmp_path), label_names="x,y")
-    tokenizer = finetuning.make_tokenizer(str(vocab_file), True)
+    tokenizer = sources.make_tokenizer(str(vocab_file), True)
     os.makedirs(tmp_path / "out", exist_ok=True)
     (tmp_path / "out" / "task.json").write_text(
         json.dumps(tasks.saving.task_description(other, tokenizer)), "utf-8"
@@ -469,7 +473,7 @@ def test_stale_temporaries_of_a_killed_write_are_removed(tmp_path):
     (tmp_path / ".best.tmp-xyz_1").mkdir()
     (tmp_path / ".hidden_config").write_text("kept", "utf-8")
     (tmp_path / "eval_results.json").write_text("{}", "utf-8")
-    removed = finetuning.remove_stale_temporaries(str(tmp_path))
+    removed = atomic.remove_stale_temporaries(str(tmp_path))
     assert sorted(os.path.basename(p) for p in removed) == [
         ".best.tmp-xyz_1",
         ".eval_results.json.abc123.tmp",
@@ -479,4 +483,4 @@ def test_stale_temporaries_of_a_killed_write_are_removed(tmp_path):
 
 def test_json_safe_handles_numpy_and_non_finite_values():
     value = {"a": np.float32(0.5), "b": [float("nan"), math.inf], "c": np.float64("nan")}
-    assert finetuning.json_safe(value) == {"a": 0.5, "b": [None, None], "c": None}
+    assert atomic.json_safe(value) == {"a": 0.5, "b": [None, None], "c": None}

@@ -32,7 +32,7 @@ from keras_bert_zoo.runners import finetuning
 HERE = pathlib.Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
 BINARY = REPO_ROOT / "tools" / "run_finetuning.py"
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tasks"))  # the fine-tuning fixtures
 import finetuning_test_helpers as helpers  # noqa: E402
 
 

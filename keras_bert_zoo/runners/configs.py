@@ -1,0 +1,280 @@
+"""The settings of each job: one dataclass per job, whose fields are its binary's flags.
+
+Each field is declared once, with its default, help and bounds (`utils.settings`):
+`define_flags` defines the flags from it, `config_from_flags` reads them back, and
+`--helpfull` shows the same help. The training core's fields come from
+`training.flags.TrainingOptions`; a job redeclares only the defaults it changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from keras_bert_zoo.runners import run_dir
+from keras_bert_zoo.runners.runner import MODES
+from keras_bert_zoo.tasks import base
+from keras_bert_zoo.tasks.pretraining import INPUT_MODES
+from keras_bert_zoo.training.flags import TrainingFlags
+from keras_bert_zoo.utils import settings
+from keras_bert_zoo.utils.run_layout import EXPORT_FORMATS
+from keras_bert_zoo.utils.settings import setting
+
+PRETRAINING_MODES = ("train", "eval", "export")
+
+# === What every job has ===
+
+
+@dataclasses.dataclass
+class JobOptions(TrainingFlags):
+    """The settings every job shares: the training core's, where the run goes
+    (`output_dir`) and starts from (`init_checkpoint`, which each job redeclares with
+    what it accepts), and its vocabulary, evaluation batch and exports."""
+
+    vocab_file: str | None = setting(
+        None,
+        help="WordPiece vocab.txt (default: --init_checkpoint's; pretraining copies it into "
+        "the exports).",
+    )
+    do_lower_case: bool | None = setting(
+        None,
+        help="Lower-case and strip accents (pretraining: of --input_mode=dynamic_text). "
+        "Default: read from the vocabulary; a value that contradicts it is an error.",
+    )
+    eval_batch_size: int = setting(32, help="Batch size of evaluation.", lower_bound=1)
+    export_formats: tuple[str, ...] = setting(
+        EXPORT_FORMATS,
+        help="Checkpoint layouts the run writes beside its model, with the heads it has "
+        "(export_google/, export_huggingface/).",
+        choices=EXPORT_FORMATS,
+    )
+
+    def __post_init__(self):
+        settings.check_values(self)
+        self.export_formats = run_dir.check_export_formats(self.export_formats)
+
+
+# === Fine-tuning ===
+
+
+@dataclasses.dataclass
+class FinetuningConfig(JobOptions):
+    """Every setting of a fine-tuning run; each field is the binary's flag of that name,
+    with its help (`utils.settings`).
+
+    The training fields are those of `keras_bert_zoo.training.flags`; the defaults are
+    google-research/bert's `run_classifier.py` ones (the paper's fine-tuning recipe).
+    `task_options` holds the task's own options (`TaskOption`s) by name, e.g.
+    `{"train_file": "reviews.tsv", "heldout_fraction": 0.25}`: one flag each; in
+    eval/predict/export runs they override a fine-tuned model's saved options.
+    """
+
+    # === The run ===
+    task: str | None = setting(
+        None,
+        help="The task: " + ", ".join(base.list_tasks()) + ". Without it (and in a run with "
+        "no flags) the built-in main job runs: MiniLM fine-tuned on gensim's movie reviews. "
+        "May be left out in eval/predict/export runs of a fine-tuned model (it names its task).",
+    )
+    mode: str = setting(
+        "train_and_eval",
+        help="train | train_and_eval (periodic evaluation, best export) | eval | predict | "
+        "export (a fine-tuned model written as finetuned/ and --export_formats).",
+        choices=MODES,
+    )
+    data_dir: str | None = setting(None, help="Directory of the task's files (official layout).")
+    tfds_data_dir: str | None = setting(
+        None,
+        help="tensorflow-datasets data directory to read a prepared copy from when "
+        "--data_dir is unset (nothing is downloaded).",
+    )
+    init_checkpoint: str | None = setting(
+        None,
+        help="Training: the initial weights: a google-research/bert or Hugging Face "
+        "directory, a fine-tuned directory or a fine-tuning run's --output_dir (its "
+        "encoder), a pretraining run's --output_dir, or a preset name (random weights). "
+        "eval/predict/export: the fine-tuned model (default: --output_dir's).",
+    )
+    max_seq_length: int | None = setting(
+        None,
+        help="Tokens per packed sequence (default: the task's, 128 for sentence tasks and "
+        "384 for SQuAD; for a fine-tuned model, the length it was trained with).",
+        lower_bound=3,
+    )
+    encoding: str | None = setting(None, help="Text encoding of the input files (default: UTF-8).")
+    task_options: dict[str, Any] = setting(
+        help="The task's options.", flag=False, default_factory=dict
+    )
+    num_train_epochs: float = setting(3.0, help="Epochs over the training examples.")
+    num_train_steps: int | None = setting(
+        None,
+        help="Optimizer steps (default: examples / --train_batch_size * --num_train_epochs).",
+        lower_bound=0,
+    )
+    eval_batch_size: int = 32
+    predict_batch_size: int = setting(32, help="Batch size of prediction.", lower_bound=1)
+    use_best_model: bool = setting(
+        False,
+        help="Evaluate, predict and export with the best evaluated model (best/) instead "
+        "of the final one.",
+    )
+    export_best: bool = setting(
+        True, help="Export the best evaluated model to --output_dir/best/ during training."
+    )
+    # === Training core (keras_bert_zoo.training.flags): the defaults fine-tuning changes ===
+    learning_rate: float = 5e-5
+    warmup_proportion: float = 0.1
+    steps_per_loop: int = 10
+    eval_every: int | None = None  # once per epoch
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.task_options = dict(self.task_options)
+        if self.num_train_epochs <= 0 and not self.num_train_steps:
+            raise ValueError(f"num_train_epochs must be positive, got {self.num_train_epochs}")
+
+    @property
+    def trains(self) -> bool:
+        return self.mode in ("train", "train_and_eval")
+
+
+def runner_flag_names() -> list[str]:
+    """The names of the binary's flags that map to `FinetuningConfig` fields."""
+    return settings.flag_names(FinetuningConfig)
+
+
+def define_flags(flag_values=None) -> None:
+    """Defines the binary's flags: one per `FinetuningConfig` field (the training core's
+    with the fine-tuning defaults) and one per task option (`tasks.all_task_options()`)."""
+    from absl import flags
+
+    flag_values = flags.FLAGS if flag_values is None else flag_values
+    settings.define_flags(FinetuningConfig, flag_values)
+    for option in base.all_task_options().values():
+        if option.name in runner_flag_names():
+            raise ValueError(f"Task option {option.name!r} clashes with a flag of run_finetuning")
+        settings.define_value_flag(
+            flag_values, option.name, option.default, f"[task option] {option.help}", option.choices
+        )
+
+
+def explicit_flag_values(flag_values=None) -> dict[str, Any]:
+    """The settings given on the command line, as `FinetuningConfig` keywords (task
+    options gathered in `task_options`)."""
+    from absl import flags
+
+    flag_values = flags.FLAGS if flag_values is None else flag_values
+    values = settings.flag_values_of(FinetuningConfig, flag_values, given_only=True)
+    options = {
+        name: flag_values[name].value
+        for name in base.all_task_options()
+        if name in flag_values and flag_values[name].present
+    }
+    if options:
+        values["task_options"] = options
+    return values
+
+
+def config_from_flags(flag_values=None) -> FinetuningConfig:
+    """A `FinetuningConfig` from parsed flags: every runner and training flag, and the
+    task options that were given on the command line (the others keep the task's own
+    defaults, or a fine-tuned model's saved values)."""
+    values = settings.flag_values_of(FinetuningConfig, flag_values)
+    values["task_options"] = explicit_flag_values(flag_values).get("task_options", {})
+    return FinetuningConfig(**values)
+
+
+# === Pretraining ===
+
+
+@dataclasses.dataclass
+class PretrainingConfig(JobOptions):
+    """Every setting of a pretraining run: one flag per field, its help in the field
+    (`utils.settings`); the training core's are `training.flags.TrainingOptions`'. The
+    defaults are google-research/bert's `run_pretraining.py` ones, except the warmup: 1%
+    of the steps (the paper's 10,000 of 1,000,000), as a fixed 10,000 would exceed a
+    shorter run."""
+
+    mode: str = setting(
+        "train",
+        help="train: train (evaluating on --eval_input_file when given), export; eval: "
+        "evaluate --output_dir's newest checkpoint (or --init_checkpoint) on "
+        "--eval_input_file; export: write that model as export_google/, export_huggingface/.",
+        choices=PRETRAINING_MODES,
+    )
+    # === Input ===
+    input_file: str | None = setting(
+        None,
+        help="Comma-separated globs of the training input: pretraining TFRecords (ours or "
+        "google-research/bert's) or, with --input_mode=dynamic_text, text files.",
+    )
+    input_mode: str = setting(
+        "records",
+        help="records: static records as written; remask_records: the records with new "
+        "masks every pass; dynamic_text: raw text, NSP pairs and masks made on the fly.",
+        choices=INPUT_MODES,
+    )
+    eval_input_file: str | None = setting(
+        None, help="Comma-separated globs of held-out pretraining records."
+    )
+    eval_steps: int = setting(100, help="Batches per evaluation (0: all).", lower_bound=0)
+    eval_batch_size: int = 8
+    # === Model ===
+    bert_config_file: str | None = setting(
+        None, help="The model's bert_config.json (or HF config.json)."
+    )
+    preset: str | None = setting(
+        None, help="A preset architecture for random weights (e.g. bert_tiny_uncased)."
+    )
+    init_checkpoint: str | None = setting(
+        None,
+        help="Initial weights on a fresh start: a google-research/bert or Hugging Face "
+        "directory (with or without the pretraining heads), an earlier run's --output_dir "
+        "or one of its checkpoints/ckpt-N, a fine-tuned directory, or a preset name. "
+        "--mode=eval|export: the model used (default: --output_dir's newest checkpoint).",
+    )
+    # === Data ===
+    max_seq_length: int | None = setting(
+        None,
+        help="Tokens per sequence (records: default read from them; dynamic_text: 128). "
+        "Longer than --init_checkpoint's position table: the table is extended (phase 2).",
+        lower_bound=5,
+    )
+    max_predictions_per_seq: int | None = setting(
+        None,
+        help="Masked positions per sequence (records: default read from them; else 20).",
+        lower_bound=1,
+    )
+    masked_lm_prob: float = setting(0.15, help="Masked LM probability (dynamic modes).")
+    short_seq_prob: float = setting(0.1, help="Probability of shorter sequences (dynamic_text).")
+    do_whole_word_mask: bool = setting(False, help="Whole-word masking (dynamic modes).")
+    shuffle_buffer: int = setting(
+        10_000, help="Records (instances) shuffled in memory.", lower_bound=0
+    )
+    # === Run ===
+    num_train_steps: int = setting(100_000, help="Optimizer steps.", lower_bound=1)
+    # === Training core (keras_bert_zoo.training.flags): the defaults pretraining changes ===
+    learning_rate: float = 5e-5
+    warmup_proportion: float = 0.01
+    decay_from_step_zero: bool = True
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.bert_config_file and self.preset:
+            raise ValueError("Pass only one of bert_config_file and preset")
+
+
+def pretraining_flag_names() -> list[str]:
+    """The names of the binary's flags (one per `PretrainingConfig` field)."""
+    return settings.flag_names(PretrainingConfig)
+
+
+def define_pretraining_flags(flag_values=None) -> None:
+    """Defines the binary's flags: its own and every training-core flag (with the
+    pretraining defaults)."""
+    settings.define_flags(PretrainingConfig, flag_values)
+
+
+def config_from_pretraining_flags(flag_values=None) -> PretrainingConfig:
+    """A `PretrainingConfig` from parsed flags."""
+    return PretrainingConfig(**settings.flag_values_of(PretrainingConfig, flag_values))

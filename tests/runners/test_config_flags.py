@@ -1,0 +1,134 @@
+"""Each setting is written once: every flag of `run_finetuning` and `run_pretraining` is
+a config field (or a task option), defined from it with its help, and read back into
+the same field.
+
+References: the dataclass fields and the `TaskOption` declarations themselves (what the
+flags must be generated from), and absl's parser (what a user's command line gives).
+"""
+
+import dataclasses
+import pathlib
+import re
+
+import pytest
+from absl import flags
+
+from keras_bert_zoo import tasks
+from keras_bert_zoo.runners import configs, finetuning, pretraining
+from keras_bert_zoo.training import flags as training_flags
+from keras_bert_zoo.utils import settings
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _help(flag) -> str:
+    """The help as written: absl prefixes an enum's choices (`<a|b>: `) and says that a
+    repeatable flag repeats."""
+    written = re.sub(r"^<[^>]*>: ", "", flag.help)
+    return re.sub(r";\s+repeat this option to specify a list of values$", "", written)
+
+
+JOBS = {
+    "run_finetuning": (finetuning.define_flags, configs.FinetuningConfig),
+    "run_pretraining": (pretraining.define_flags, pretraining.PretrainingConfig),
+}
+
+
+@pytest.mark.parametrize("tool", sorted(JOBS))
+def test_every_flag_comes_from_a_config_field_with_its_help(tool):
+    define_flags, config_class = JOBS[tool]
+    flag_values = flags.FlagValues()
+    define_flags(flag_values)
+    fields = {field.name: field for field in dataclasses.fields(config_class)}
+    options = tasks.all_task_options() if tool == "run_finetuning" else {}
+    defined = set(flag_values)
+    assert defined, tool
+    for name in defined:
+        flag = flag_values[name]
+        if name in options:
+            assert _help(flag) == f"[task option] {options[name].help}", name
+            assert flag.default == options[name].default, name
+            continue
+        assert name in fields, f"{tool}: --{name} is no field of {config_class.__name__}"
+        help_text = settings.field_metadata(config_class, name)["help"]
+        assert help_text and _help(flag) == help_text, name
+        default = settings.field_default(config_class, name)
+        expected = list(default) if isinstance(default, tuple) else default
+        assert flag.default == expected, name
+    # Every field is a flag, except the settings gathered from other flags.
+    assert set(fields) - defined == ({"task_options"} if tool == "run_finetuning" else set())
+    # The training core's fields are flags of both jobs, with their help.
+    for name in settings.flag_names(training_flags.TrainingOptions):
+        assert (
+            _help(flag_values[name])
+            == settings.field_metadata(training_flags.TrainingOptions, name)["help"]
+        )
+
+
+def test_a_redeclared_default_keeps_the_base_help_and_the_job_default():
+    flag_values = flags.FlagValues()
+    finetuning.define_flags(flag_values)
+    flag_values(["run_finetuning", "--export_formats=google", "--mode=export", "--seed=3"])
+    config = finetuning.config_from_flags(flag_values)
+    assert config.learning_rate == 5e-5 != training_flags.TrainingOptions.learning_rate
+    assert flag_values["learning_rate"].help == "Peak learning rate."
+    assert config.export_formats == ("google",) and config.mode == "export" and config.seed == 3
+
+
+def test_the_job_binaries_define_no_flag_of_their_own():
+    # The tools only call the job's define_flags: no flag is written twice.
+    for tool in JOBS:
+        source = (ROOT / "tools" / f"{tool}.py").read_text(encoding="utf-8")
+        assert "DEFINE_" not in source, tool
+    package = ROOT / "keras_bert_zoo"
+    defining = sorted(
+        str(path.relative_to(ROOT))
+        for path in package.rglob("*.py")
+        if "flags.DEFINE_" in path.read_text(encoding="utf-8")
+        or 'f"DEFINE_' in path.read_text(encoding="utf-8")
+    )
+    # One "define once" helper defines every flag of the package.
+    assert defining == ["keras_bert_zoo/utils/settings.py"]
+
+
+def _readme_section(text: str, title: str) -> str:
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 5)
+    return text[start:end]
+
+
+def _flags_in(section: str, tool: str) -> set[str]:
+    """The flags the section's prose names, and those its commands give `tool`."""
+    named, inside, commands = set(), False, []
+    for line in section.splitlines():
+        if line.startswith("```"):
+            inside = not inside
+            continue
+        if not inside:
+            named |= set(re.findall(r"(?<![\w-])--([a-z][a-z0-9_]*)", line))
+        elif commands and commands[-1].endswith("\\"):
+            commands[-1] = commands[-1][:-1] + line
+        else:
+            commands.append(line)
+    for command in commands:
+        if f"tools/{tool}.py" in command:
+            named |= set(re.findall(r"(?<![\w-])--([a-z][a-z0-9_]*)", command))
+    return named - {"help", "helpfull"}
+
+
+@pytest.mark.parametrize(
+    ("tool", "titles"),
+    [
+        ("run_finetuning", ("Fine-tuning", "Training on several machines")),
+        ("run_pretraining", ("Pretraining",)),
+    ],
+)
+def test_every_flag_the_readme_names_is_a_flag_of_the_job(tool, titles):
+    define_flags, _ = JOBS[tool]
+    flag_values = flags.FlagValues()
+    define_flags(flag_values)
+    known = set(flag_values) | {f"no{name}" for name in flag_values}
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    for title in titles:
+        named = _flags_in(_readme_section(text, title), tool)
+        assert named and named <= known, (title, sorted(named - known))
