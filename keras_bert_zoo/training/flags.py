@@ -13,7 +13,8 @@ split across replicas); `--distribution_strategy`, `--tpu`, `--num_gpus`;
 `--end_learning_rate`, `--decay_power`, `--decay_from_step_zero`, `--weight_decay`,
 `--exclude_embeddings_from_weight_decay`, `--adam_beta_1`, `--adam_beta_2`,
 `--adam_epsilon`, `--clip_norm`, `--gradient_accumulation_steps`; `--steps_per_loop`,
-`--checkpoint_every`, `--keep_checkpoints`, `--eval_every`, `--progress`.
+`--checkpoint_every`, `--checkpoint_every_seconds`, `--keep_checkpoints`, `--eval_every`,
+`--progress`.
 
 Example (a binary):
 
@@ -160,6 +161,12 @@ class TrainingOptions:
     checkpoint_every: int = setting(
         1000, help="Steps between checkpoints (0: only at the end).", lower_bound=0
     )
+    checkpoint_every_seconds: int = setting(
+        600,
+        help="Also checkpoint when this many seconds passed since the last checkpoint (0: "
+        "never by time). Ctrl-C or SIGTERM saves one at the step reached, whatever these.",
+        lower_bound=0,
+    )
     keep_checkpoints: int = setting(3, help="How many checkpoints to keep.", lower_bound=1)
     eval_every: int | None = setting(
         0, help="Steps between evaluations (0: only at the end).", lower_bound=0
@@ -275,6 +282,7 @@ def trainer_kwargs(flag_values=flags.FLAGS) -> dict:
         "packed_sequences": flag_values.packed_sequences,
         "steps_per_loop": flag_values.steps_per_loop,
         "checkpoint_every": flag_values.checkpoint_every,
+        "checkpoint_every_seconds": flag_values.checkpoint_every_seconds,
         "keep_checkpoints": flag_values.keep_checkpoints,
         "progress": flag_values.progress,
     }

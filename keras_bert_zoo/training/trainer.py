@@ -42,6 +42,14 @@ such as a `cache()`d fine-tuning set). The same command, rerun after a SIGKILL a
 point, ends with bitwise the same weights as an uninterrupted run (tested on CPU, with
 and without XLA).
 
+Stopping: SIGINT (Ctrl-C) or SIGTERM (a preemption notice) during `train` stops the
+loop at the next step (`utils.interrupts`: one worker breaks out of its compiled loop
+at once; several workers agree at the end of the loop, so they stop at the same step),
+saves a checkpoint there and raises `utils.interrupts.Interrupted`; the same command
+resumes from it exactly. A second Ctrl-C ends the process at once. Checkpoints are also
+written every `checkpoint_every_seconds` (as Estimator's `save_checkpoints_secs`),
+besides every `checkpoint_every` steps.
+
 A non-finite loss (or, without loss scaling, a non-finite gradient norm) stops training
 with `NonFiniteLossError` naming the first bad step; no checkpoint is written after it,
 so the newest one on disk is the last good state.
@@ -84,6 +92,7 @@ import json
 import logging
 import math
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -99,7 +108,7 @@ from keras_bert_zoo.models import head_positions, packed
 from keras_bert_zoo.models.model_files import save_inference_model
 from keras_bert_zoo.training import distribute
 from keras_bert_zoo.training.checkpointing import CheckpointManager
-from keras_bert_zoo.utils import run_layout
+from keras_bert_zoo.utils import interrupts, run_layout
 from keras_bert_zoo.utils.atomic import atomic_directory, write_json_atomically
 
 logger = logging.getLogger(__name__)
@@ -162,6 +171,7 @@ class _Run:
     progress_bar: keras.utils.Progbar | None = None
     start_step: int = 0
     run_start: float = 0.0
+    last_checkpoint_time: float = 0.0
     losses: list[np.ndarray] = dataclasses.field(default_factory=list)
     norms: list[np.ndarray] = dataclasses.field(default_factory=list)
     rates: list[np.ndarray] = dataclasses.field(default_factory=list)
@@ -291,6 +301,7 @@ class Trainer:
         jit_compile: bool = False,
         steps_per_loop: int = 100,
         checkpoint_every: int = 1000,
+        checkpoint_every_seconds: float = 600,
         keep_checkpoints: int = 3,
         progress: str = "auto",
         loss_fn: Callable | None = None,
@@ -309,6 +320,10 @@ class Trainer:
             raise ValueError(f"steps_per_loop must be >= 1, got {steps_per_loop}")
         if checkpoint_every < 0:
             raise ValueError(f"checkpoint_every must be >= 0, got {checkpoint_every}")
+        if checkpoint_every_seconds < 0:
+            raise ValueError(
+                f"checkpoint_every_seconds must be >= 0, got {checkpoint_every_seconds}"
+            )
         if progress not in PROGRESS_MODES:
             raise ValueError(f"progress must be one of {PROGRESS_MODES}, got {progress!r}")
         self.model = model
@@ -318,6 +333,7 @@ class Trainer:
         self.jit_compile = bool(jit_compile)
         self.steps_per_loop = int(steps_per_loop)
         self.checkpoint_every = int(checkpoint_every)
+        self.checkpoint_every_seconds = float(checkpoint_every_seconds)
         self.keep_checkpoints = int(keep_checkpoints)
         if progress == "auto":
             progress = "bar" if sys.stdout.isatty() else "log"
@@ -376,6 +392,11 @@ class Trainer:
         self._train_loop = None
         self._iterator = None
         self._barrier_fn = None
+        self._restored_metadata: dict = {}
+        # Set from the signal watcher's thread; the compiled loop of a single worker reads
+        # it before every step. A host variable outside the strategy: not replicated.
+        with tf.device("/cpu:0"):
+            self._stop_requested = tf.Variable(False, trainable=False, name="stop_requested")
 
     # === Building ===
 
@@ -529,12 +550,19 @@ class Trainer:
         def next_batch(_):
             return next(self._iterator)
 
+        # Several workers must run the same steps (their collectives pair up): they stop
+        # between loops, where they agree (`_agree`).
+        stops_inside = self.num_workers == 1
+        stop_requested = self._stop_requested
+
         @tf.function
         def train_loop(num_steps):
-            losses = tf.TensorArray(tf.float32, size=num_steps)
-            norms = tf.TensorArray(tf.float32, size=num_steps)
-            rates = tf.TensorArray(tf.float32, size=num_steps)
+            losses = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+            norms = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+            rates = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
             for i in tf.range(num_steps):
+                if stops_inside and stop_requested.read_value():
+                    break
                 rates = rates.write(i, tf.cast(optimizer.learning_rate, tf.float32))
                 data = strategy.experimental_distribute_values_from_function(next_batch)
                 outputs = strategy.run(replica_step, args=(data,))
@@ -569,6 +597,17 @@ class Trainer:
         value = tf.constant([step], tf.int64)
         per_replica = strategy.run(lambda: tf.identity(value))
         return int(tf.reduce_min(strategy.gather(per_replica, axis=0)).numpy())
+
+    def _agree(self, flags: Sequence[bool]) -> list[bool]:
+        """Each flag, true when it is true on any worker (one collective; one worker:
+        the flags as they are)."""
+        if self.num_workers == 1:
+            return [bool(flag) for flag in flags]
+        strategy = self.strategy
+        value = tf.constant([[int(bool(flag)) for flag in flags]], tf.int64)
+        per_replica = strategy.run(lambda: tf.identity(value))
+        gathered = strategy.gather(per_replica, axis=0)
+        return [bool(flag) for flag in tf.reduce_max(gathered, axis=0).numpy()]
 
     # === Input ===
 
@@ -641,6 +680,7 @@ class Trainer:
             metadata = manager.restore(iterator=self._iterator)
         else:
             metadata = manager.restore()
+        self._restored_metadata = metadata or {}
         restored_step = None if metadata is None else int(self.global_step.numpy())
         found = -1 if restored_step is None else restored_step
         agreed = self._agree_on_step(found)
@@ -651,7 +691,9 @@ class Trainer:
                 "Workers disagree on the checkpoint to resume from: another worker found "
                 "none it could read. Remove the unreadable checkpoints and rerun"
             )
-        manager.restore(iterator=self._iterator if input_state == "iterator" else None, step=agreed)
+        self._restored_metadata = manager.restore(
+            iterator=self._iterator if input_state == "iterator" else None, step=agreed
+        )
         return agreed
 
     def _initialize(self, init_checkpoint):
@@ -669,7 +711,7 @@ class Trainer:
             self.checkpoint_every and run.step % self.checkpoint_every == 0
         )
 
-    def _save_checkpoint(self, run: _Run):
+    def _save_checkpoint(self, run: _Run, *, pending_evaluation: bool = False):
         run.manager.save(
             run.step,
             iterator=self._iterator if run.input_state == "iterator" else None,
@@ -677,7 +719,25 @@ class Trainer:
                 "input_mode": run.input_state,
                 "gradient_accumulation_steps": self.gradient_accumulation_steps,
                 "num_replicas": self.num_replicas,
+                # Stopped on a signal before this step's evaluation: the rerun does it.
+                "pending_evaluation": pending_evaluation,
             },
+        )
+        run.last_checkpoint_time = time.time()
+
+    def _stop_on_request(self, run: _Run, signal_number: int | None):
+        """Saves the step reached (unless saved already) and raises `Interrupted`."""
+        if signal_number is None:  # another worker was asked; the workers stop together
+            signal_number = signal.SIGTERM
+        if run.manager.latest_step() != run.step:
+            evaluated = bool(run.eval_history) and run.eval_history[-1][0] == run.step
+            self._save_checkpoint(run, pending_evaluation=self._evaluates_at(run) and not evaluated)
+        if run.progress_bar is not None:
+            print(file=sys.stdout, flush=True)  # the bar's line stays as it was
+        raise interrupts.Interrupted(
+            f"stopped at step {run.step} of {run.num_steps} "
+            f"({interrupts.signal_name(signal_number)}); the same command resumes",
+            signal_number,
         )
 
     # === Evaluation, the best export ===
@@ -815,6 +875,9 @@ class Trainer:
         manager = self._checkpoint_manager()
         restored_step = self._restore(manager, dataset_fn, input_state)
         if restored_step is None:
+            logger.info(
+                "Starting at step 0 of %d (no checkpoint in %s)", num_steps, manager.directory
+            )
             if init_checkpoint is not None:
                 self._initialize(init_checkpoint)
         else:
@@ -852,10 +915,22 @@ class Trainer:
         # them again.
         self.optimizer._all_reduce_sum_gradients = _already_reduced  # noqa: SLF001
         run.start_step, run.run_start = run.step, time.time()
+        run.last_checkpoint_time = run.run_start
+        self._stop_requested.assign(False)
+        requests = interrupts.StopRequests(on_request=lambda: self._stop_requested.assign(True))
         try:
+            requests.__enter__()
+            if self._restored_metadata.get("pending_evaluation") and self._evaluates_at(run):
+                self._evaluate(run)
             while run.step < num_steps:
                 logs = self._run_loop(run)
-                self._publish_logs(run, logs)
+                if logs is not None:
+                    self._publish_logs(run, logs)
+                stop, time_due = self._agree(
+                    [requests.requested, self.is_chief and self._checkpoint_time_due(run)]
+                )
+                if stop:
+                    self._stop_on_request(run, requests.signal_number)
                 # The evaluation (and best export) of a step comes before its checkpoint:
                 # a run killed between the two resumes from the checkpoint before and
                 # evaluates this step again, instead of resuming past an evaluation that
@@ -863,10 +938,11 @@ class Trainer:
                 # of best/).
                 if self._evaluates_at(run):
                     self._evaluate(run)
-                if self._checkpoints_at(run):
+                if self._checkpoints_at(run) or time_due:
                     self._save_checkpoint(run)
                 run.writer.flush()
         finally:
+            requests.__exit__(None, None, None)
             del self.optimizer._all_reduce_sum_gradients  # noqa: SLF001
             run.writer.flush()
             run.eval_writer.flush()
@@ -883,15 +959,22 @@ class Trainer:
                 loop_steps = min(loop_steps, every - run.step % every)
         return loop_steps
 
-    def _run_loop(self, run: _Run) -> dict:
-        """Runs one loop of steps and records it in `run`; returns its logs."""
+    def _checkpoint_time_due(self, run: _Run) -> bool:
+        every = self.checkpoint_every_seconds
+        return bool(every) and time.time() - run.last_checkpoint_time >= every
+
+    def _run_loop(self, run: _Run) -> dict | None:
+        """Runs one loop of steps and records it in `run`; returns its logs (None when a
+        stop request ended it before its first step)."""
         loop_steps = self._loop_steps(run)
         loop_start = time.time()
         losses, norms, rates = self._train_loop(tf.constant(loop_steps, tf.int32))
         losses, norms, rates = losses.numpy(), norms.numpy(), rates.numpy()
         seconds = time.time() - loop_start
+        if not len(losses):
+            return None
         self._check_finite(run.step, losses, norms, run.manager)
-        run.step += loop_steps
+        run.step += len(losses)
         run.losses.append(losses)
         run.norms.append(norms)
         run.rates.append(rates)

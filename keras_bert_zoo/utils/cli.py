@@ -22,9 +22,12 @@ import dis
 import functools
 import inspect
 import os
+import signal
 import sys
 from collections.abc import Callable
 from typing import Any
+
+from keras_bert_zoo.utils import interrupts
 
 TRACEBACK_ENV = "KERAS_BERT_ZOO_TRACEBACK"
 
@@ -131,14 +134,26 @@ def wrap(main: Callable[[list[str]], Any]) -> Callable[[list[str]], Any]:
 
     @functools.wraps(main)
     def wrapped(argv):
+        program = os.path.splitext(os.path.basename(sys.argv[0] if sys.argv else ""))[0]
+        program = program or "tool"
         try:
             return main(argv)
+        except interrupts.Interrupted as stopped:
+            # Stopped on Ctrl-C or SIGTERM after saving: one line, the signal's status.
+            sys.stdout.flush()
+            print(f"{program}: {stopped}", file=sys.stderr)
+            sys.exit(stopped.exit_status)
+        except KeyboardInterrupt:
+            if _traceback_requested():
+                raise
+            sys.stdout.flush()
+            print(f"{program}: interrupted (SIGINT)", file=sys.stderr)
+            sys.exit(128 + signal.SIGINT)
         except Exception as error:
             if _traceback_requested() or not is_user_error(error, code_dirs):
                 raise
-            program = os.path.splitext(os.path.basename(sys.argv[0] if sys.argv else ""))[0]
             sys.stdout.flush()
-            print(f"{program or 'tool'}: error: {user_error_message(error)}", file=sys.stderr)
+            print(f"{program}: error: {user_error_message(error)}", file=sys.stderr)
             sys.exit(1)
 
     return wrapped
