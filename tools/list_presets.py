@@ -1,10 +1,15 @@
-"""Prints the BERT presets (sizes and parameter counts).
+"""Prints the BERT presets (sizes and parameter counts) and the pretrained checkpoints
+that installed packages ship (names `--init_checkpoint` and `from_pretrained` accept).
 
 Usage: python tools/list_presets.py [--names_only]
 """
 
 from absl import flags
 
+from keras_bert_zoo.checkpoints.installed import (
+    format_installed_checkpoints,
+    list_installed_checkpoints,
+)
 from keras_bert_zoo.config import format_presets_table, list_presets
 from keras_bert_zoo.utils import cli
 
@@ -13,7 +18,12 @@ _NAMES_ONLY = flags.DEFINE_bool("names_only", False, "Print only the preset name
 
 def main(argv):
     del argv
-    print("\n".join(list_presets()) if _NAMES_ONLY.value else format_presets_table())
+    if _NAMES_ONLY.value:
+        print("\n".join(list_presets() + list_installed_checkpoints()))
+        return
+    print(format_presets_table())
+    print()
+    print(format_installed_checkpoints())
 
 
 if __name__ == "__main__":

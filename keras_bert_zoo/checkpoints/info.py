@@ -7,6 +7,7 @@ import os
 
 from keras_bert_zoo.checkpoints import google, huggingface
 from keras_bert_zoo.checkpoints._files import TensorSource
+from keras_bert_zoo.checkpoints.installed import resolve_installed_checkpoint
 from keras_bert_zoo.checkpoints.naming import GOOGLE, HUGGINGFACE, CheckpointError
 from keras_bert_zoo.config import BertConfig
 
@@ -74,7 +75,11 @@ def detect_format(path) -> str:
 
 
 def read_checkpoint_info(path, format: str | None = None) -> CheckpointInfo:
-    """Finds the config, weights and vocabulary of a checkpoint and reads its config."""
+    """Finds the config, weights and vocabulary of a checkpoint and reads its config.
+
+    `path` may name a checkpoint an installed package ships (`checkpoints.installed`,
+    e.g. `all-MiniLM-L6-v2`)."""
+    path = resolve_installed_checkpoint(os.fspath(path))
     fmt = detect_format(path) if format is None else normalize_format(format)
     layout = google if fmt == GOOGLE else huggingface
     files = layout.find_checkpoint(path)

@@ -120,7 +120,9 @@ def from_pretrained(
 
     Args:
         path: a google-research/bert release directory (or checkpoint prefix) or a
-            Hugging Face BERT directory; the layout is recognised from the files.
+            Hugging Face BERT directory; the layout is recognised from the files. Or the
+            name of a checkpoint an installed package ships (`all-MiniLM-L6-v2`,
+            `checkpoints.installed`).
         model: `"encoder"` (a `BertEncoder`), `"pretrainer"` (a `BertPretrainer` with
             MLM/NSP heads), a task model class (`BertClassifier`, `BertSpanLabeler`, ...)
             or a callable `f(encoder, **model_kwargs) -> keras.Model`.

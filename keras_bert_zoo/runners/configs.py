@@ -91,7 +91,9 @@ class FinetuningConfig(JobOptions):
     init_checkpoint: str | None = setting(
         None,
         help="Training: the initial weights: a google-research/bert or Hugging Face "
-        "directory, a fine-tuned directory or a fine-tuning run's --output_dir (its "
+        "directory, the name of a pretrained checkpoint an installed package ships "
+        "(all-MiniLM-L6-v2: the demo extra's real MiniLM; tools/list_presets.py lists them), "
+        "a fine-tuned directory or a fine-tuning run's --output_dir (its "
         "encoder), a pretraining run's --output_dir, or a preset name (random weights). "
         "eval/predict/export: the fine-tuned model (default: --output_dir's).",
     )

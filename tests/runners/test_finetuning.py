@@ -86,7 +86,7 @@ def test_flags_have_run_classifier_defaults_and_every_training_flag():
     assert demo_settings.task == "text_classification" and demo_settings.num_train_epochs == 2.0
     assert demo_settings.task_options["heldout_seed"] == 7
     assert demo_settings.task_options["train_file"] == demo.DEMO_DATA_FILE
-    assert demo_settings.init_checkpoint == demo_model_dir()
+    assert demo_settings.init_checkpoint == "all-MiniLM-L6-v2"
 
 
 def test_eval_results_json_writes_nan_as_null(tmp_path):
