@@ -172,7 +172,14 @@ class FinetuningJob(Job):
         self.train_examples = [example for examples in train_sets.values() for example in examples]
         self._read_eval_sets()
         self.preprocessor = task.make_preprocessor(self.tokenizer)
-        self.steps_per_epoch = len(self.train_examples) / config.train_batch_size
+        if task.training_unit:
+            logger.info(
+                "Counting the %s of %d examples", task.training_unit, len(self.train_examples)
+            )
+        self.num_training_features = task.count_training_features(
+            self.train_examples, self.preprocessor
+        )
+        self.steps_per_epoch = self.num_training_features / config.train_batch_size
 
     def _read_eval_sets(self) -> None:
         task = self.task
@@ -191,7 +198,7 @@ class FinetuningJob(Job):
         steps = config.num_train_steps or int(self.steps_per_epoch * config.num_train_epochs)
         if steps < 1:
             raise ValueError(
-                f"{len(self.train_examples)} training examples at --train_batch_size="
+                f"{self._training_set()} at --train_batch_size="
                 f"{config.train_batch_size} for {config.num_train_epochs} epochs make no step"
             )
         return steps
@@ -249,16 +256,22 @@ class FinetuningJob(Job):
 
         config = self.config
         logger.info(
-            "%s: %d training examples, %d steps of %d (%.3g epochs), learning rate %g, "
-            "warmup %d steps",
+            "%s: %s, %d steps of %d (%.3g epochs), learning rate %g, warmup %d steps",
             self.task.task_name,
-            len(self.train_examples),
+            self._training_set(),
             self.num_train_steps,
             config.train_batch_size,
             self.num_train_steps / self.steps_per_epoch,
             config.learning_rate,
             training_flags.optimizer_config(config).resolved_warmup_steps(self.num_train_steps),
         )
+
+    def _training_set(self) -> str:
+        """ "N training examples", with what they make when it is more ("in M windows")."""
+        text = f"{len(self.train_examples)} training examples"
+        if self.task.training_unit:
+            text += f" in {self.num_training_features} {self.task.training_unit}"
+        return text
 
     def final_model(self, model, step: int):
         from keras_bert_zoo.tasks.saving import load_finetuned

@@ -339,6 +339,17 @@ class Task(Servable):
         """The feature keys that `build_model`'s model takes."""
         return ENCODER_INPUT_NAMES
 
+    # What one training feature is called when an example makes several (logs only).
+    training_unit: str | None = None
+
+    def count_training_features(self, examples: Sequence, preprocessor) -> int:
+        """What an epoch trains on: the features of `examples` (one per example unless
+        the task cuts examples into several and sets `training_unit`). Steps and
+        epochs are counted in these. SQuAD keeps google-research/bert's `run_squad.py`
+        count, one per example."""
+        del preprocessor
+        return len(examples)
+
     def split_features(self, features: Mapping[str, tf.Tensor]):
         """`(x, y, sample_weight)` from a (batched) feature dict.
 

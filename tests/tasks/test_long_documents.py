@@ -9,6 +9,7 @@ of 1, 2 and 10 windows (single-label and multi-label).
 """
 
 import json
+import logging
 import pathlib
 import random
 import sys
@@ -245,3 +246,34 @@ def test_served_answer_equals_postprocess_for_1_2_and_10_windows(kind, tmp_path)
         assert served_labels == [a.labels for a in answers]
     else:
         assert [label.decode() for label in served["label"].numpy()] == [a.label for a in answers]
+
+
+def test_epochs_and_steps_count_windows_and_the_log_says_both(tmp_path, caplog):
+    root = tmp_path / "data"
+    root.mkdir()
+    rows = _needle_rows(20, 3)
+    _labelled_documents(root / "train.tsv", rows)
+    checkpoint = helpers.write_tiny_checkpoint(tmp_path / "tiny", VOCAB)
+    config = helpers.quick_config(
+        task="text_classification",
+        mode="train",
+        data_dir=str(root),
+        init_checkpoint=checkpoint,
+        output_dir=str(tmp_path / "run"),
+        max_seq_length=16,
+        train_batch_size=8,
+        num_train_steps=None,
+        num_train_epochs=2.0,
+        task_options={"long_documents": "windows", "window_stride": 7},
+    )
+    job = finetuning.FinetuningJob(config)
+    job.prepare(strategy=None)
+    windows = sum(len(reference_windows(None, text, 16, 7)) for text, _ in rows)
+    assert windows > 2 * len(rows)
+    assert job.num_training_features == windows
+    assert job.count_train_steps() == int(windows / 8 * 2.0)
+    job.num_train_steps = job.count_train_steps()
+    with caplog.at_level(logging.INFO):
+        job.log_plan()
+    assert f"20 training examples in {windows} windows, {job.num_train_steps} steps" in caplog.text
+    assert f"({job.num_train_steps / (windows / 8):.3g} epochs)" in caplog.text

@@ -183,6 +183,17 @@ class SentenceTask(Task):
         return self.option_values.get("long_documents", "truncate") == "windows"
 
     @property
+    def training_unit(self) -> str | None:
+        return "windows" if self.windowed else None
+
+    def count_training_features(self, examples, preprocessor) -> int:
+        if not self.windowed:
+            return len(examples)
+        # The windows depend on each text's WordPieces: the training features, counted.
+        features = self.features(examples, preprocessor, training=True)
+        return int(features.reduce(np.int64(0), lambda count, _: count + 1))
+
+    @property
     def window_aggregation(self) -> str:
         """How windows' answers combine: `mean` or `max` (a regression: `mean`)."""
         if self.is_regression:
