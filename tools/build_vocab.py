@@ -41,5 +41,10 @@ def main(argv):
     print(f"Wrote {len(tokens)} tokens learned from {len(paths)} files to {_OUTPUT_VOCAB.value}")
 
 
-if __name__ == "__main__":
+def run():
+    """The console script `keras-bert-zoo-build-vocab`, and this file."""
     cli.run(main)
+
+
+if __name__ == "__main__":
+    run()

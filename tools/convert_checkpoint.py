@@ -40,5 +40,10 @@ def main(argv):
     logging.info("Wrote %s checkpoint to %s", _OUTPUT_FORMAT.value, output)
 
 
-if __name__ == "__main__":
+def run():
+    """The console script `keras-bert-zoo-convert-checkpoint`, and this file."""
     cli.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -27,6 +27,7 @@ set KERAS_BERT_ZOO_TRACEBACK=1 to see its traceback.
 
 import multiprocessing
 import multiprocessing.forkserver
+import sys
 
 from absl import app, flags
 
@@ -145,5 +146,12 @@ def _main_reporting_user_errors(argv):
     return cli.wrap(main)(argv)
 
 
-if __name__ == "__main__":
+def run():
+    """The console script `keras-bert-zoo-create-pretraining-data`, and this file."""
+    main_module = sys.modules["__main__"]
+    main_module.__doc__ = main_module.__doc__ or __doc__  # absl's --help reads it
     app.run(_main_reporting_user_errors)
+
+
+if __name__ == "__main__":
+    run()

@@ -159,5 +159,10 @@ def main(argv):
     print(serving.describe_export(exported.path))
 
 
-if __name__ == "__main__":
+def run():
+    """The console script `keras-bert-zoo-export-saved-model`, and this file."""
     cli.run(main)
+
+
+if __name__ == "__main__":
+    run()

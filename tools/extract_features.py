@@ -81,5 +81,10 @@ def main(argv):
         print(f"wrote {_OUTPUT_FILE.value}")
 
 
-if __name__ == "__main__":
+def run():
+    """The console script `keras-bert-zoo-extract-features`, and this file."""
     cli.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -26,5 +26,10 @@ def main(argv):
     print(format_installed_checkpoints())
 
 
-if __name__ == "__main__":
+def run():
+    """The console script `keras-bert-zoo-list-presets`, and this file."""
     cli.run(main)
+
+
+if __name__ == "__main__":
+    run()

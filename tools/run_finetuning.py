@@ -45,5 +45,10 @@ def main(argv):
     print(finetuning.summary(finetuning.run_finetuning(finetuning.config_from_flags(FLAGS))))
 
 
-if __name__ == "__main__":
+def run():
+    """The console script `keras-bert-zoo-run-finetuning`, and this file."""
     cli.run(main)
+
+
+if __name__ == "__main__":
+    run()

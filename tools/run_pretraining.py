@@ -40,5 +40,10 @@ def main(argv):
     print(run.summary(run.run_pretraining(run.config_from_flags(FLAGS))))
 
 
-if __name__ == "__main__":
+def run():
+    """The console script `keras-bert-zoo-run-pretraining`, and this file."""
     cli.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -113,5 +113,10 @@ def main(argv):
     print(serving.format_answers(outputs))
 
 
-if __name__ == "__main__":
+def run():
+    """The console script `keras-bert-zoo-saved-model-run`, and this file."""
     cli.run(main)
+
+
+if __name__ == "__main__":
+    run()

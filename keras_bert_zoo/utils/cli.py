@@ -164,6 +164,10 @@ def run(main: Callable[[list[str]], Any]) -> None:
     from absl import app
 
     tool = sys.modules.get("__main__")
+    source = sys.modules.get(getattr(inspect.unwrap(main), "__module__", None) or "")
+    if tool is not None and not tool.__doc__ and source is not None:
+        # A console script's __main__ is pip's wrapper: absl's --help reads this doc.
+        tool.__doc__ = source.__doc__
     if tool is not None and tool.__doc__ and TRACEBACK_ENV not in tool.__doc__:
         tool.__doc__ = f"{tool.__doc__.rstrip()}\n\n{_HELP_NOTE}\n"
     app.run(wrap(main))
