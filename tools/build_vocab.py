@@ -6,10 +6,14 @@ Usage: python tools/build_vocab.py --input_files='corpus/*.txt' --output_vocab=v
 All logic lives in keras_bert_zoo.text.vocab; the file is written atomically.
 """
 
-from absl import app, flags
+import os
 
-from keras_bert_zoo.text import vocab as vocab_lib
-from keras_bert_zoo.utils import cli
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ logs: TF_CPP_MIN_LOG_LEVEL=0
+
+from absl import app, flags  # noqa: E402
+
+from keras_bert_zoo.text import vocab as vocab_lib  # noqa: E402
+from keras_bert_zoo.utils import cli  # noqa: E402
 
 _INPUT_FILES = flags.DEFINE_string(
     "input_files", None, "Glob of UTF-8 text files (several globs: comma-separated)."

@@ -8,10 +8,14 @@ The input layout is recognised from its files (bert_config.json + *.ckpt.index, 
 config.json + model.safetensors / pytorch_model.bin). vocab.txt is copied along.
 """
 
-from absl import app, flags, logging
+import os
 
-from keras_bert_zoo.checkpoints import convert_checkpoint
-from keras_bert_zoo.utils import cli
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ logs: TF_CPP_MIN_LOG_LEVEL=0
+
+from absl import app, flags, logging  # noqa: E402
+
+from keras_bert_zoo.checkpoints import convert_checkpoint  # noqa: E402
+from keras_bert_zoo.utils import cli  # noqa: E402
 
 _INPUT = flags.DEFINE_string("input", None, "Checkpoint directory (or Google checkpoint prefix).")
 _OUTPUT = flags.DEFINE_string("output", None, "Output directory.")

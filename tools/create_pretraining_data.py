@@ -27,9 +27,12 @@ set KERAS_BERT_ZOO_TRACEBACK=1 to see its traceback.
 
 import multiprocessing
 import multiprocessing.forkserver
+import os
 import sys
 
-from absl import app, flags
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ logs: TF_CPP_MIN_LOG_LEVEL=0
+
+from absl import app, flags  # noqa: E402
 
 # keras_bert_zoo (and with it TensorFlow) is imported in main(), after the worker
 # processes' forkserver was started: both load TensorFlow at the same time.

@@ -4,14 +4,18 @@ that installed packages ship (names `--init_checkpoint` and `from_pretrained` ac
 Usage: python tools/list_presets.py [--names_only]
 """
 
-from absl import flags
+import os
 
-from keras_bert_zoo.checkpoints.installed import (
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ logs: TF_CPP_MIN_LOG_LEVEL=0
+
+from absl import flags  # noqa: E402
+
+from keras_bert_zoo.checkpoints.installed import (  # noqa: E402
     format_installed_checkpoints,
     list_installed_checkpoints,
 )
-from keras_bert_zoo.config import format_presets_table, list_presets
-from keras_bert_zoo.utils import cli
+from keras_bert_zoo.config import format_presets_table, list_presets  # noqa: E402
+from keras_bert_zoo.utils import cli  # noqa: E402
 
 _NAMES_ONLY = flags.DEFINE_bool("names_only", False, "Print only the preset names.")
 

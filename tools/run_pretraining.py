@@ -24,20 +24,20 @@ Usage (the paper's two phases: 90% of the steps at 128 tokens, then 512):
 
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ logs: TF_CPP_MIN_LOG_LEVEL=0
 
 from absl import flags  # noqa: E402
 
-from keras_bert_zoo.runners import pretraining as run  # noqa: E402
+from keras_bert_zoo.runners import pretraining  # noqa: E402
 from keras_bert_zoo.utils import cli  # noqa: E402
 
-run.define_flags()
+pretraining.define_flags()
 FLAGS = flags.FLAGS
 
 
 def main(argv):
     cli.refuse_arguments(argv)
-    print(run.summary(run.run_pretraining(run.config_from_flags(FLAGS))))
+    print(pretraining.summary(pretraining.run_pretraining(pretraining.config_from_flags(FLAGS))))
 
 
 def run():

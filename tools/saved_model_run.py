@@ -17,11 +17,12 @@ Usage:
 
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ logs: TF_CPP_MIN_LOG_LEVEL=0
 
 from absl import app, flags  # noqa: E402
 
 from keras_bert_zoo import serving  # noqa: E402
+from keras_bert_zoo.serving import client  # noqa: E402
 from keras_bert_zoo.utils import cli  # noqa: E402
 
 _SAVED_MODEL = flags.DEFINE_string(
@@ -79,8 +80,8 @@ def main(argv):
     if not _SAVED_MODEL.value:
         raise app.UsageError("--saved_model is required")
     path = serving.resolve_version_dir(_SAVED_MODEL.value)
-    print(serving.describe_export(path))
     if _SHOW_ONLY.value:
+        print(serving.describe_export(path))
         return
     if serving.is_hub_pair(path):
         raise app.UsageError(
@@ -90,6 +91,10 @@ def main(argv):
     inputs = _inputs()
     if not inputs:
         raise app.UsageError("Give --input=FIELD=TEXT (or --input_file) to run a request")
+    # A request the export cannot take ends in one line, before the description and
+    # before anything loads.
+    client.check_request(path, _SIGNATURE.value, inputs)
+    print(serving.describe_export(path))
     runner = _CPP_RUNNER.value
     if _BUILD_CPP_RUNNER.value:
         runner = serving.native.compile_runner(_BUILD_CPP_RUNNER.value)
@@ -105,11 +110,7 @@ def main(argv):
         )
         print(f"answered by the C++ loader {runner}")
     else:
-        served = serving.load_served_model(path, _SIGNATURE.value)
-        missing = sorted(set(served.function.structured_input_signature[1]) - set(inputs))
-        if missing:
-            raise app.UsageError(f"Signature {_SIGNATURE.value} also needs the input(s) {missing}")
-        outputs = served(**inputs)
+        outputs = serving.load_served_model(path, _SIGNATURE.value)(**inputs)
     print(serving.format_answers(outputs))
 
 

@@ -98,6 +98,22 @@ class LoadReport:
     new_heads: list[str] = dataclasses.field(default_factory=list)
     skipped_bookkeeping: list[str] = dataclasses.field(default_factory=list)
 
+    def summary(self) -> str:
+        """One short line for logs: counts, and the names only where they matter (a
+        head that starts from random weights, a tensor missing or not matching)."""
+        parts = [f"{len(self.loaded)} tensors loaded"]
+        for what, names in (
+            ("new heads (random weights)", self.new_heads),
+            ("heads in the checkpoint not used", self.unused_heads),
+            ("missing", self.missing),
+            ("mismatched", self.mismatched),
+            ("unexpected", self.unexpected),
+        ):
+            if names:
+                shown = ", ".join(names[:3]) + (f", ... ({len(names)})" if len(names) > 3 else "")
+                parts.append(f"{what}: {shown}")
+        return "; ".join(parts)
+
 
 @dataclasses.dataclass(frozen=True)
 class MissingTensor:

@@ -42,10 +42,12 @@ class JobOptions(TrainingFlags):
         "Default: read from the vocabulary; a value that contradicts it is an error.",
     )
     eval_batch_size: int = setting(32, help="Batch size of evaluation.", lower_bound=1)
+    # Each layout is a full copy of the weights (88 MB for MiniLM, 440 MB for BERT-Base):
+    # a fine-tuning run writes only the ones asked for; a pretraining run redeclares both.
     export_formats: tuple[str, ...] = setting(
-        EXPORT_FORMATS,
-        help="Checkpoint layouts the run writes beside its model, with the heads it has "
-        "(export_google/, export_huggingface/).",
+        (),
+        help="Checkpoint layouts the run writes beside its model, with the heads it has: "
+        "google (export_google/), huggingface (export_huggingface/); repeat the flag for both.",
         choices=EXPORT_FORMATS,
     )
 
@@ -221,6 +223,8 @@ class PretrainingConfig(JobOptions):
     )
     eval_steps: int = setting(100, help="Batches per evaluation (0: all).", lower_bound=0)
     eval_batch_size: int = 8
+    # The exported checkpoint is what pretraining is for: both layouts by default.
+    export_formats: tuple[str, ...] = EXPORT_FORMATS
     # === Model ===
     bert_config_file: str | None = setting(
         None, help="The model's bert_config.json (or HF config.json)."

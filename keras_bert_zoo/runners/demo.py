@@ -120,6 +120,23 @@ class DemoResult:
     served_answers: list[dict] = dataclasses.field(default_factory=list)
 
 
+def exported_base(output_dir: str) -> str:
+    """Where the main job writes its TF Serving export (`<task>/<version>/` below it)."""
+    return os.path.join(output_dir, "serving")
+
+
+def _keep_only(directory: str, kept: Sequence[str]) -> None:
+    kept_names = {os.path.relpath(path, directory) for path in kept}
+    for name in os.listdir(directory):
+        if name in kept_names:
+            continue
+        path = os.path.join(directory, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.remove(path)
+
+
 def answer_sentences(task, model, preprocessor, sentences, batch_size=32):
     """`(sentence, label, probability of that label)` for raw sentences."""
     examples = task.examples_from_texts(list(sentences))
@@ -140,8 +157,10 @@ def run_demo(
 
     Args:
         config: `demo_config()` by default; without an `output_dir`, a new temporary
-            directory is used and its training checkpoint removed at the end (nobody
-            resumes it), leaving the fine-tuned model and its exports.
+            directory is used, and at the end it keeps only what the job prints: the
+            fine-tuned model (`finetuned/`), the TF Serving export (`serving/`) and any
+            `export_formats` asked for (about 180 MB for MiniLM). Its training
+            checkpoint, summaries and predictions go: nobody resumes or reads them.
         sentences: raw sentences to answer.
         out: where to print (default: standard output).
     """
@@ -171,6 +190,8 @@ def run_demo(
     num_heldout = len(task.read(first_split))
     answers = answer_sentences(task, result.model, result.preprocessor, sentences)
     if temporary:
+        # The checkpoint is the largest thing here (weights and optimizer slots, 3x the
+        # model) and is gone before the export needs the disk.
         shutil.rmtree(
             os.path.join(config.output_dir, run_layout.CHECKPOINTS_DIR), ignore_errors=True
         )
@@ -179,8 +200,10 @@ def run_demo(
     from keras_bert_zoo import serving
 
     exported, served_answers = serving.export_and_answer(
-        result.exports["keras"], os.path.join(config.output_dir, "serving"), list(sentences)
+        result.exports["keras"], exported_base(config.output_dir), list(sentences)
     )
+    if temporary:
+        _keep_only(config.output_dir, [exported_base(config.output_dir), *result.exports.values()])
     seconds = time.time() - start
 
     for entry in result.eval_history:
@@ -213,6 +236,9 @@ def run_demo(
         f"largest probability difference {difference:.1e}"
     )
     say(f"fine-tuned model: {result.exports.get('keras')}")
+    for export_format, path in result.exports.items():
+        if export_format != "keras":
+            say(f"{export_format} checkpoint: {path}")
     return DemoResult(
         result, accuracy, num_heldout, answers, seconds, config.output_dir, exported, served_answers
     )

@@ -60,7 +60,14 @@ from keras_bert_zoo.runners.configs import (
     explicit_flag_values,
     runner_flag_names,
 )
-from keras_bert_zoo.runners.runner import MODES, Job, LoadedModel, Runner, RunResult
+from keras_bert_zoo.runners.runner import (
+    MODES,
+    Job,
+    LoadedModel,
+    Runner,
+    RunResult,
+    tensorboard_hint,
+)
 from keras_bert_zoo.tasks import base, run_outputs
 from keras_bert_zoo.tasks.saving import TASK_FILE, read_task_description, task_description
 from keras_bert_zoo.utils.atomic import write_json_atomically
@@ -68,6 +75,7 @@ from keras_bert_zoo.utils.deprecation import moved_names
 from keras_bert_zoo.utils.run_layout import (
     BEST_DIR,
     EVAL_RESULTS_FILE,
+    EVAL_SUMMARIES_DIR,
     EXPORT_DIRS,
     EXPORT_FORMATS,
     FINETUNED_DIR,
@@ -168,6 +176,7 @@ class FinetuningJob(Job):
         )
         self.task = task = run_outputs.create_task(config.task, config)
         splits = task.split_names()
+        logger.info("Reading %s: %s", task.task_name, ", ".join(splits["train"] + splits["eval"]))
         train_sets = run_outputs.read_splits(task, splits["train"])
         self.train_examples = [example for examples in train_sets.values() for example in examples]
         self._read_eval_sets()
@@ -230,6 +239,9 @@ class FinetuningJob(Job):
         """`output_dir/task.json`: a resumed run must be the same task; written once
         every input is checked."""
         description = task_description(self.task, self.tokenizer)
+        # The run's settings, not what it learns (tuned thresholds live in finetuned/).
+        for key in self.task.learned_state_keys():
+            description["state"].pop(key, None)
         path = os.path.join(self.output_dir, TASK_FILE)
         if os.path.isfile(path):
             run_dir.check_same_run(
@@ -319,7 +331,16 @@ class FinetuningJob(Job):
             )
         self.preprocessor = self.task.make_preprocessor(self.tokenizer)
         self._read_eval_sets()
-        return LoadedModel(model, step, source.path)
+        # eval_results.json names this run's own models by their directory names, as
+        # training names `best`, so the record does not depend on where the run lives;
+        # a path says only that the model came from elsewhere.
+        own_dirs = {}
+        if self.output_dir:
+            own_dirs = {
+                os.path.realpath(os.path.join(self.output_dir, name)): name
+                for name in (FINETUNED_DIR, BEST_DIR)
+            }
+        return LoadedModel(model, step, own_dirs.get(os.path.realpath(source.path), source.path))
 
     def _finetuned_dir_of_run(self) -> str:
         candidates = sources.finetuned_dirs_of_run(
@@ -385,18 +406,48 @@ class FinetuningJob(Job):
         return self.task.higher_is_better
 
     def evaluate(self, model):
+        logger.info(
+            "Evaluating on %s",
+            ", ".join(
+                f"{split} ({len(examples)} examples)" for split, examples in self.eval_sets.items()
+            ),
+        )
         results, self.last_answers = run_outputs.evaluate_splits(
             self.task, model, self.preprocessor, self.eval_sets, self.config.eval_batch_size
         )
+        self.last_confusion_matrices = {
+            split: matrix
+            for split, examples in self.eval_sets.items()
+            if (matrix := self.task.confusion_matrix(self.last_answers[split], examples))
+        }
         return results
 
     def trainer_metrics(self, results) -> dict[str, float]:
         return run_outputs.flatten_results(results)
 
     def eval_record(self, step, results, history, model_source: str) -> dict[str, Any]:
-        return run_outputs.eval_record(
+        record = run_outputs.eval_record(
             self.task, results, step=step, model_source=model_source, history=history
         )
+        if getattr(self, "last_confusion_matrices", None):
+            record["confusion_matrices"] = self.last_confusion_matrices
+        return record
+
+    def write_evaluation_summaries(self, step) -> None:
+        matrices = getattr(self, "last_confusion_matrices", None)
+        # The final evaluation that reuses the last periodic one is written once.
+        if not matrices or step is None or step == getattr(self, "_summarized_step", None):
+            return
+        self._summarized_step = step
+        import tensorflow as tf
+
+        from keras_bert_zoo.training.trainer import write_text
+
+        writer = tf.summary.create_file_writer(os.path.join(self.output_dir, EVAL_SUMMARIES_DIR))
+        with writer.as_default():
+            for split, matrix in matrices.items():
+                write_text(f"{split}/confusion_matrix", run_outputs.markdown_matrix(matrix), step)
+        writer.close()
 
     def export_best(self):
         from keras_bert_zoo.tasks.saving import save_finetuned
@@ -414,6 +465,9 @@ class FinetuningJob(Job):
             step=step,
             eval_results=eval_results,
             export_formats=self.config.export_formats,
+            # The best export of the last evaluation (or the best model itself, with
+            # use_best_model) is this model: finetuned/ links its files, not a copy.
+            same_model_dir=os.path.join(self.output_dir, BEST_DIR),
         )
 
 
@@ -447,12 +501,20 @@ def summary(result: FinetuningResult) -> str:
     lines = []
     if result.eval_results:
         lines.append(f"eval_results.json (step {result.step}):")
+        primary = result.task.primary_metric if result.task is not None else None
         for split, metrics in result.eval_results.items():
+            # The metric the best model is chosen by first, marked; then the others.
+            ordered = sorted(metrics.items(), key=lambda item: (item[0] != primary, item[0]))
             lines.append(
-                f"  {split}: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items()))
+                f"  {split}: "
+                + ", ".join(
+                    f"{k} {v:.4f}" + (" (primary)" if k == primary else "") for k, v in ordered
+                )
             )
     for split, paths in result.prediction_files.items():
         lines.append(f"{split}: " + ", ".join(paths))
     for layout, path in result.exports.items():
         lines.append(f"{layout}: {path}")
+    if result.training is not None:
+        lines.append(tensorboard_hint(result.config.output_dir))
     return "\n".join(lines)

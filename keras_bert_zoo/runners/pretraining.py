@@ -42,7 +42,7 @@ from keras_bert_zoo.runners.configs import config_from_pretraining_flags as conf
 from keras_bert_zoo.runners.configs import define_pretraining_flags as define_flags
 from keras_bert_zoo.runners.configs import pretraining_flag_names as runner_flag_names
 from keras_bert_zoo.runners.run_dir import EVAL_RESULTS_FILE, EXPORT_DIRS, EXPORT_FORMATS
-from keras_bert_zoo.runners.runner import Job, LoadedModel, Runner, RunResult
+from keras_bert_zoo.runners.runner import Job, LoadedModel, Runner, RunResult, tensorboard_hint
 from keras_bert_zoo.tasks import pretraining as pretraining_task
 from keras_bert_zoo.tasks.pretraining import PretrainingTask
 from keras_bert_zoo.utils.deprecation import moved_names
@@ -294,4 +294,6 @@ def summary(result: PretrainingResult) -> str:
             + ", ".join(f"{k} {v:.4f}" for k, v in sorted(result.eval_results.items()))
         )
     lines.extend(f"{layout}: {path}" for layout, path in result.exports.items())
+    if result.training is not None:
+        lines.append(tensorboard_hint(result.config.output_dir))
     return "\n".join(lines)

@@ -201,10 +201,25 @@ class Job(abc.ABC):
         """Writes the exports (the chief only); returns `{name: directory}`."""
         return {}
 
+    def write_evaluation_summaries(self, step) -> None:
+        """After each evaluation, on the chief: summaries beyond its metrics (the Trainer
+        writes those), e.g. a confusion matrix for TensorBoard."""
+        return None
+
     def eval_history_entry(self, source: str) -> dict[str, Any]:
         """What an evaluation of an `eval` run adds to its history entry besides the step
         and the results."""
         return {"model": source}
+
+
+def tensorboard_hint(output_dir: str) -> str:
+    """The line a training run ends with: how to look at its summaries."""
+    import importlib.util
+
+    command = f"tensorboard --logdir {output_dir}"
+    if importlib.util.find_spec("tensorboard") is None:
+        return f"TensorBoard (pip install tensorboard==2.21.*): {command}"
+    return f"TensorBoard: {command}"
 
 
 # === The skeleton ===
@@ -298,6 +313,7 @@ class Runner:
         if mode == "predict":
             result.prediction_files.update(job.predict(result.model, write=self.chief))
         if mode in TRAINING_MODES + ("export",) and self.chief:
+            logger.info("Writing the model of the run")
             result.exports = job.export(result.model, result.step, result.eval_results)
         result.eval_history = self.history.so_far()
         result.mode = mode
@@ -309,6 +325,7 @@ class Runner:
         the model the run reports."""
         job = self.job
         job.prepare(self.strategy)
+        logger.info("Building the model")
         model = self.build_model()
         job.record_run(write=False)
         job.num_train_steps = job.count_train_steps()
@@ -341,8 +358,10 @@ class Runner:
         `--output_dir` behind (every writer creates the directories it writes in).
         """
         job = self.job
+        logger.info("Loading the model for --mode=%s", job.mode)
         with self.strategy.scope():
             loaded = job.load_for_inference()
+        logger.info("Loaded %s (step %s)", loaded.source, loaded.step)
         result = RunResult(
             model=loaded.model,
             trained_model=None,
@@ -436,3 +455,4 @@ class Runner:
         if self.chief:
             record = self.job.eval_record(step, results, self.history.so_far(), source)
             run_dir.write_eval_results(self.job.output_dir, record)
+            self.job.write_evaluation_summaries(step)

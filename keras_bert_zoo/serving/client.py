@@ -15,14 +15,17 @@ for answer in answers:
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.serving.signatures import DEFAULT_SIGNATURE
+
+logger = logging.getLogger(__name__)
 
 
 def _to_python(value: Any) -> Any:
@@ -33,6 +36,50 @@ def _to_python(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     return value
+
+
+def _input_order(path: str, names: Iterable[str]) -> tuple[str, ...]:
+    """`names` with the task's text fields first, in the task's order (the export
+    description's), then the others sorted."""
+    names = set(names)
+    try:
+        from keras_bert_zoo.serving.export import read_export_description
+
+        order = read_export_description(path).get("text_fields", [])
+    except (FileNotFoundError, ValueError):
+        order = []
+    fields = tuple(name for name in order if name in names)
+    return fields + tuple(sorted(names - set(fields)))
+
+
+def check_input_names(path: str, signature: str, given: Iterable[str], takes: Sequence[str]):
+    """Refuses a request whose input names are not `takes`, the signature's: a
+    ValueError naming what is unknown or missing, and what the export takes."""
+    given = list(given)
+    unknown = [name for name in given if name not in takes]
+    missing = [name for name in takes if name not in given]
+    # The unknown names are the likelier mistake (a misspelt field), and the list of
+    # what the export takes already says what is missing.
+    what, names = ("unknown", unknown) if unknown else ("missing", missing)
+    if not names:
+        return
+    plural = "s" if len(names) > 1 else ""
+    raise ValueError(
+        f"{path} ({signature}): {what} input{plural} {', '.join(repr(n) for n in names)}; "
+        f"the export takes: {', '.join(takes)}"
+    )
+
+
+def check_request(path: str, signature: str, given: Iterable[str]) -> None:
+    """Refuses a request the export cannot answer (no such signature, inputs that are
+    not the signature's) before anything is loaded: the signatures are read from
+    saved_model.pb alone."""
+    from keras_bert_zoo.serving.export import signature_schema
+
+    schema = signature_schema(path)
+    if signature not in schema:
+        raise ValueError(f"{path}: no signature {signature!r}; the export has: {', '.join(schema)}")
+    check_input_names(path, signature, given, _input_order(path, schema[signature]["inputs"]))
 
 
 class ServedModel:
@@ -54,6 +101,7 @@ class ServedModel:
                 f"{self.path} has no signature {signature!r}; it has "
                 f"{sorted(self._loaded.signatures)}"
             )
+        self.signature = signature
         self.function = self._loaded.signatures[signature]
         inputs = self.function.structured_input_signature[1]
         try:
@@ -63,9 +111,11 @@ class ServedModel:
         except (FileNotFoundError, KeyError, ValueError):
             order = sorted(inputs)
         self.text_fields = tuple(name for name in order if name in inputs) or tuple(sorted(inputs))
+        self.input_names = _input_order(self.path, inputs)
 
     def __call__(self, **inputs) -> dict[str, np.ndarray]:
         """One batch: `{field: [batch] strings}` -> `{output: numpy array}`."""
+        check_input_names(self.path, self.signature, inputs, self.input_names)
         feed = {key: tf.constant(value) for key, value in inputs.items()}
         return {key: value.numpy() for key, value in self.function(**feed).items()}
 
@@ -128,6 +178,7 @@ def export_and_answer(
     from keras_bert_zoo.serving.export import export_finetuned
 
     exported = export_finetuned(finetuned, export_base, model_name, **export_kwargs)
+    logger.info("Answering %d rows with the export %s", len(rows), exported.path)
     return exported, load_served_model(exported.path).answer(rows)
 
 

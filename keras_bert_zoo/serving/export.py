@@ -50,6 +50,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -71,6 +72,8 @@ from keras_bert_zoo.text.tokenizer import (
 )
 from keras_bert_zoo.text.tokenizer import tokenizer_ops as text_tokenizer_ops
 from keras_bert_zoo.utils.atomic import atomic_directory, write_json_atomically
+
+logger = logging.getLogger(__name__)
 
 EXPORT_DESCRIPTION_FILE = "export.json"
 FORMAT_VERSION = 1
@@ -560,11 +563,13 @@ def _export_saved_model(
     # === Write, verify, publish ===
     aside = None
     with atomic_directory(version_dir, merge=overwrite) as temp_dir:
+        logger.info("Saving the SavedModel %s (tracing its signatures)", version_dir)
         tf.saved_model.save(module, temp_dir, signatures=functions)
         signatures.set_method_names(temp_dir, method_names)
         warmup.write_warmup_records(temp_dir, logs)
         manifest = write_export_manifests(temp_dir, description)
         if verify:
+            logger.info("Loading the export back to check its answers against the model's")
             _verify(temp_dir, expected)
         if overwrite and os.path.lexists(version_dir):
             aside = tempfile.mkdtemp(dir=model_dir, prefix=f".{version}.replaced-")

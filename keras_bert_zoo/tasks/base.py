@@ -209,6 +209,18 @@ class Servable(abc.ABC):
         """
         return {}
 
+    def confusion_matrix(self, answers, examples) -> dict[str, Any] | None:
+        """A single-label classifier's `{"labels": [...], "matrix": [[count]]}` (rows: the
+        gold label, columns: the predicted one, in `labels` order) of `answers` to
+        `examples`; None (default) for tasks that do not pick one label per example."""
+        return None
+
+    def learned_state_keys(self) -> tuple[str, ...]:
+        """The keys of `state()` that training changes (e.g. tuned thresholds): they
+        belong to a trained model's task.json, not to the run's fingerprint, which a
+        resumed run must match before it has learned them again."""
+        return ()
+
     @property
     def label_names(self) -> tuple[str, ...] | None:
         """One name per class of the head's output, in output order, or None (default:

@@ -10,14 +10,24 @@ module knows how, for any task, by the names of `utils.run_layout`.
 
 from __future__ import annotations
 
+import filecmp
 import json
 import logging
 import os
+import zipfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from keras_bert_zoo.tasks import base
-from keras_bert_zoo.tasks.saving import TASK_FILE, save_finetuned, task_description
+from keras_bert_zoo.tasks.saving import (
+    MODEL_FILE,
+    TASK_FILE,
+    VOCAB_FILE,
+    save_finetuned,
+    task_description,
+)
 from keras_bert_zoo.utils import run_layout
 from keras_bert_zoo.utils.atomic import (
     atomic_directory,
@@ -114,6 +124,17 @@ def format_results(results: Mapping[str, Mapping[str, float]]) -> str:
     )
 
 
+def markdown_matrix(confusion: Mapping[str, Any]) -> str:
+    """A confusion matrix as a markdown table: rows the gold label, columns the
+    predicted one."""
+    labels = [str(label) for label in confusion["labels"]]
+    lines = ["| gold \\ predicted | " + " | ".join(labels) + " |"]
+    lines.append("|---" * (len(labels) + 1) + "|")
+    for label, row in zip(labels, confusion["matrix"], strict=True):
+        lines.append(f"| {label} | " + " | ".join(str(count) for count in row) + " |")
+    return "\n".join(lines)
+
+
 # === Writing ===
 
 
@@ -172,6 +193,124 @@ def export_task_checkpoint(directory: str, task, model, tokenizer, export_format
     )
 
 
+# Two saves of one model differ in a `.keras` archive's metadata.json (the time of the
+# save) and in its weights file, where each layer's `vars` group carries the layer's
+# Python object name (`dropout_19` in one process's copy, `dropout_24` in another's),
+# which loading never reads (it goes by the layer's path). Neither says anything about
+# the model, so two saves are compared without them.
+_KERAS_SAVE_TIME_MEMBER = "metadata.json"
+_KERAS_OBJECT_NAME_ATTRIBUTE = "name"
+
+
+def _same_hdf5_content(first, second) -> bool:
+    """Whether two open HDF5 files hold the same groups, attributes and arrays (bit for
+    bit), one dataset in memory at a time."""
+    import h5py
+
+    def objects(root):
+        found = {}
+
+        def add(name, item):
+            found[name] = item  # returns None: visititems stops at anything else
+
+        root.visititems(add)
+        return found
+
+    def same_attributes(a, b):
+        ignored = {_KERAS_OBJECT_NAME_ATTRIBUTE} if a.name.endswith("/vars") else set()
+        keys = sorted(set(a.attrs) - ignored)
+        if keys != sorted(set(b.attrs) - ignored):
+            return False
+        return all(np.array_equal(a.attrs[key], b.attrs[key]) for key in keys)
+
+    first_objects, second_objects = objects(first), objects(second)
+    if sorted(first_objects) != sorted(second_objects) or not same_attributes(first, second):
+        return False
+    for name, a in first_objects.items():
+        b = second_objects[name]
+        if isinstance(a, h5py.Dataset) != isinstance(b, h5py.Dataset):
+            return False
+        if not same_attributes(a, b):
+            return False
+        if isinstance(a, h5py.Dataset):
+            if a.shape != b.shape or a.dtype != b.dtype:
+                return False
+            if np.asarray(a[()]).tobytes() != np.asarray(b[()]).tobytes():
+                return False
+    return True
+
+
+def _same_keras_archive(path: str, other: str) -> bool:
+    """Whether two `.keras` files hold the same architecture, assets and weights."""
+    import h5py
+
+    with zipfile.ZipFile(path) as first, zipfile.ZipFile(other) as second:
+        names = sorted(set(first.namelist()) - {_KERAS_SAVE_TIME_MEMBER})
+        if names != sorted(set(second.namelist()) - {_KERAS_SAVE_TIME_MEMBER}):
+            return False
+        for name in names:
+            with first.open(name) as a, second.open(name) as b:
+                if name.endswith(".h5"):
+                    with h5py.File(a, "r") as a_file, h5py.File(b, "r") as b_file:
+                        if not _same_hdf5_content(a_file, b_file):
+                            return False
+                    continue
+                while True:
+                    chunk = a.read(1 << 20)
+                    if chunk != b.read(1 << 20):
+                        return False
+                    if not chunk:
+                        break
+    return True
+
+
+def _same_saved_file(path: str, other: str) -> bool:
+    """Whether two files of a fine-tuned directory hold the same thing: equal bytes, or
+    for `model.keras`, the same architecture and weights (saved at different times)."""
+    if os.path.basename(path) == MODEL_FILE:
+        try:
+            return _same_keras_archive(path, other)
+        except (zipfile.BadZipFile, OSError):
+            pass
+    return filecmp.cmp(path, other, shallow=False)
+
+
+def link_identical_model_files(source: str, directory: str, step: int | None) -> list[str]:
+    """Replaces `directory`'s `model.keras`, `vocab.txt` and `task.json` by hard links to
+    `source`'s (another fine-tuned directory, e.g. the run's `best/`) where `source` holds
+    the model of the same `step` and the file's content is the same; returns the names
+    linked.
+
+    The two directories then store the weights once. Every writer replaces these files
+    by renaming a new file over them (`utils.atomic`), never rewriting one in place, so
+    a later write to either directory cannot change the other. Where a link is not
+    possible (another file system, no hard links), the copy already written stays.
+    """
+    if step is None or read_metrics_file(source).get("step") != step:
+        return []
+    linked = []
+    for name in (MODEL_FILE, VOCAB_FILE, TASK_FILE):
+        original, copy = os.path.join(source, name), os.path.join(directory, name)
+        if not (os.path.isfile(original) and os.path.isfile(copy)):
+            continue
+        if os.path.samefile(original, copy) or not _same_saved_file(original, copy):
+            continue
+        # Linked under a temporary name, then renamed: `copy` is whole at every moment.
+        temporary = os.path.join(directory, f".{name}.link.tmp")
+        try:
+            if os.path.lexists(temporary):
+                os.remove(temporary)
+            os.link(original, temporary)
+            os.replace(temporary, copy)
+        except OSError as error:
+            logger.info("Keeping a copy of %s (no hard link possible: %s)", original, error)
+            if os.path.lexists(temporary):
+                os.remove(temporary)
+            continue
+        linked.append(name)
+    return linked
+
+
 def save_run_model(
     output_dir: str,
     task,
@@ -181,13 +320,30 @@ def save_run_model(
     step: int | None,
     eval_results: Mapping[str, Mapping[str, float]] | None,
     export_formats: Sequence[str],
+    same_model_dir: str | None = None,
 ) -> dict[str, str]:
     """`finetuned/` (save_finetuned + metrics.json) and the checkpoint exports
-    (`export_formats`); returns `{"keras": finetuned/, format: directory, ...}`."""
+    (`export_formats`); returns `{"keras": finetuned/, format: directory, ...}`.
+
+    `same_model_dir`: a fine-tuned directory that may hold this very model (the run's
+    `best/`, when the final evaluation was the best or with `use_best_model`): where
+    it is the same step and the same content, `finetuned/`'s files are hard links to
+    its files (`link_identical_model_files`) instead of a second copy.
+    """
     exports = {}
     directory = os.path.join(output_dir, run_layout.FINETUNED_DIR)
     with atomic_directory(directory) as temp_dir:
         save_finetuned(temp_dir, task, model, tokenizer)
+        if same_model_dir is not None and os.path.isdir(same_model_dir):
+            linked = link_identical_model_files(same_model_dir, temp_dir, step)
+            if linked:
+                logger.info(
+                    "%s holds the model of %s (step %s): %s linked, not stored twice",
+                    directory,
+                    same_model_dir,
+                    step,
+                    ", ".join(linked),
+                )
         metrics: dict[str, Any] = {"step": step}
         if eval_results:
             first_split = next(iter(eval_results))

@@ -92,6 +92,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import signal
 import sys
 import time
@@ -169,6 +170,7 @@ class _Run:
     eval_writer: Any
     step: int
     progress_bar: keras.utils.Progbar | None = None
+    bar_line_open: bool = False
     start_step: int = 0
     run_start: float = 0.0
     last_checkpoint_time: float = 0.0
@@ -233,6 +235,43 @@ def _write_scalar(name: str, value: float, step: int):
         step=step,
         metadata=summary_pb2.SummaryMetadata(
             plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
+        ),
+    )
+
+
+# The progress bar fits an 80-column terminal: a 20-column bar, its counts and time
+# (about 40 columns), then the loss and as many of the model's metrics as fit.
+BAR_WIDTH = 20
+_BAR_COLUMNS = 79
+_BAR_FIXED_COLUMNS = 44
+# Logged and written to TensorBoard, but not worth a place on the bar.
+_NOT_ON_BAR = frozenset(
+    ("step", "learning_rate", "gradient_norm", "steps_per_second", "sequences_per_second")
+)
+
+
+def _bar_values(logs: dict) -> list[tuple[str, float]]:
+    """The loss, then the model's metrics, as many as fit `_BAR_COLUMNS`."""
+    columns = min(_BAR_COLUMNS, shutil.get_terminal_size((80, 24)).columns - 1)
+    values, used = [], _BAR_FIXED_COLUMNS
+    for name, value in logs.items():
+        width = len(name) + 12  # " - name: 0.1234"
+        if name in _NOT_ON_BAR or name == "loss_scale" or used + width > columns:
+            continue
+        values.append((name, value))
+        used += width
+    return values
+
+
+def write_text(name: str, markdown: str, step: int):
+    """A text summary (TensorBoard's Text tab renders its markdown), written as
+    `tf.summary.text` would, without the `tensorboard` package."""
+    tf.summary.write(
+        name,
+        tf.constant(markdown),
+        step=step,
+        metadata=summary_pb2.SummaryMetadata(
+            plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="text")
         ),
     )
 
@@ -704,7 +743,7 @@ class Trainer:
             from keras_bert_zoo.checkpoints import load_weights
 
             report = load_weights(self.model, init_checkpoint)
-            logger.info("Initialized from %s: %s", init_checkpoint, report)
+            logger.info("Initialized from %s: %s", init_checkpoint, report.summary())
 
     def _checkpoints_at(self, run: _Run) -> bool:
         return run.step == run.num_steps or bool(
@@ -712,6 +751,7 @@ class Trainer:
         )
 
     def _save_checkpoint(self, run: _Run, *, pending_evaluation: bool = False):
+        self._end_bar_line(run)
         run.manager.save(
             run.step,
             iterator=self._iterator if run.input_state == "iterator" else None,
@@ -732,8 +772,7 @@ class Trainer:
         if run.manager.latest_step() != run.step:
             evaluated = bool(run.eval_history) and run.eval_history[-1][0] == run.step
             self._save_checkpoint(run, pending_evaluation=self._evaluates_at(run) and not evaluated)
-        if run.progress_bar is not None:
-            print(file=sys.stdout, flush=True)  # the bar's line stays as it was
+        self._end_bar_line(run)
         raise interrupts.Interrupted(
             f"stopped at step {run.step} of {run.num_steps} "
             f"({interrupts.signal_name(signal_number)}); the same command resumes",
@@ -749,6 +788,7 @@ class Trainer:
 
     def _evaluate(self, run: _Run):
         """Evaluates at `run.step` (on every worker; the chief writes) and exports a new best."""
+        self._end_bar_line(run)
         metrics = {k: float(v) for k, v in dict(run.eval_fn(self.model)).items()}
         run.eval_history.append((run.step, metrics))
         logger.info(
@@ -1029,8 +1069,16 @@ class Trainer:
     def _publish_logs(self, run: _Run, logs: dict):
         self._report(run, logs)
         with run.writer.as_default():
+            # Every step's loss, learning rate and gradient norm at its own step (a short
+            # run still draws a curve); the loop's metrics and speed at its last step.
+            per_step = {"loss": run.losses[-1], "learning_rate": run.rates[-1]}
+            per_step["gradient_norm"] = run.norms[-1]
+            first_step = run.step - len(run.losses[-1]) + 1
+            for name, values in per_step.items():
+                for offset, value in enumerate(values):
+                    _write_scalar(name, float(value), first_step + offset)
             for name, value in logs.items():
-                if name != "step":
+                if name != "step" and name not in per_step:
                     _write_scalar(name, value, run.step)
         run.callbacks.on_train_batch_end(run.step, logs)
 
@@ -1042,8 +1090,8 @@ class Trainer:
         elapsed = time.time() - run.run_start
         eta = elapsed / done * (num_steps - step) if done else float("inf")
         if run.progress_bar is not None:
-            values = [("step", step), *((k, v) for k, v in logs.items() if k != "step")]
-            run.progress_bar.update(done, values=values, finalize=step >= num_steps)
+            run.progress_bar.update(done, values=_bar_values(logs), finalize=step >= num_steps)
+            run.bar_line_open = step < num_steps
             return
         parts = [f"step {step}/{num_steps}"]
         parts += [f"{k} {v:.4g}" for k, v in logs.items() if k != "step"]
@@ -1060,4 +1108,11 @@ class Trainer:
             return None
         # Counts this run's steps (its time per step and ETA would be wrong from a
         # resumed step); every value shown is already its loop's mean: no averaging.
-        return keras.utils.Progbar(num_steps - step, stateless_metrics=())
+        return keras.utils.Progbar(num_steps - step, width=BAR_WIDTH, stateless_metrics=())
+
+    def _end_bar_line(self, run: _Run):
+        """Ends the bar's line before a log line, which would be glued onto it."""
+        if run.progress_bar is not None and run.bar_line_open:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            run.bar_line_open = False

@@ -128,6 +128,39 @@ def _code_dirs(main: Callable) -> tuple[str, ...]:
     return (os.path.dirname(os.path.realpath(code.co_filename)),)
 
 
+def quiet_libraries() -> None:
+    """Our own log lines (progress, ETA, results) are what a tool's user reads:
+    TensorFlow's and Keras' informational logs and warnings are shown only with
+    `--verbosity=1` (absl's debug level) or more. TensorFlow's C++ logs are silenced by
+    the tools before TensorFlow loads (`TF_CPP_MIN_LOG_LEVEL=3`, unless already set)."""
+    import logging
+    import warnings
+
+    from absl import logging as absl_logging
+
+    if absl_logging.get_verbosity() >= absl_logging.DEBUG:
+        return
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)
+    # TensorFlow also logs through absl directly (the checkpoint saver, signature
+    # serialization): below ERROR, what its and Keras' files log is dropped.
+    absl_logging.get_absl_handler().addFilter(_LibraryNoiseFilter())
+    for module in ("keras", "tensorflow", "tf_keras", "absl"):
+        warnings.filterwarnings("ignore", module=rf"{module}(\.|$)")
+
+
+class _LibraryNoiseFilter:
+    """Drops log records below ERROR that TensorFlow's or Keras' own files wrote."""
+
+    _LIBRARIES = tuple(f"{os.sep}{name}{os.sep}" for name in ("tensorflow", "keras", "tf_keras"))
+
+    def filter(self, record) -> bool:
+        import logging
+
+        if record.levelno >= logging.ERROR:
+            return True
+        return not any(library in record.pathname for library in self._LIBRARIES)
+
+
 def wrap(main: Callable[[list[str]], Any]) -> Callable[[list[str]], Any]:
     """`main` for absl's `app.run`, ending a user error with one line and status 1."""
     code_dirs = _code_dirs(main)
@@ -136,6 +169,7 @@ def wrap(main: Callable[[list[str]], Any]) -> Callable[[list[str]], Any]:
     def wrapped(argv):
         program = os.path.splitext(os.path.basename(sys.argv[0] if sys.argv else ""))[0]
         program = program or "tool"
+        quiet_libraries()
         try:
             return main(argv)
         except interrupts.Interrupted as stopped:

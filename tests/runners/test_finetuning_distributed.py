@@ -193,9 +193,9 @@ def test_multi_worker_predict_matches_one_device(data, multi_worker_run, tmp_pat
     _one_device(one_device_dir, data_dir, "predict")
 
     written = _prediction_files(output_dir)
-    assert sorted(written) == ["predictions.jsonl"]
+    assert sorted(written) == ["predictions_test.jsonl"]
     assert written == _prediction_files(one_device_dir)
-    assert len(written["predictions.jsonl"].decode().splitlines()) == 28
+    assert len(written["predictions_test.jsonl"].decode().splitlines()) == 28
 
 
 MIRRORED_CHILD = textwrap.dedent(
@@ -251,6 +251,6 @@ def test_mirrored_over_two_devices_matches_one_device(data, multi_worker_run, tm
         _one_device(one_device_dir, data_dir, mode)
 
     written = _prediction_files(output_dir)
-    assert sorted(written) == ["predictions.jsonl", "predictions_dev.jsonl"]
+    assert sorted(written) == ["predictions_dev.jsonl", "predictions_test.jsonl"]
     assert written == _prediction_files(one_device_dir)
     assert _results(output_dir)["results"] == _results(one_device_dir)["results"]

@@ -8,6 +8,7 @@ resolver) and of a pretraining run. References: the weights of the models writte
 disk, compared array by array.
 """
 
+import json
 import os
 import pathlib
 import sys
@@ -18,6 +19,7 @@ import pytest
 from keras_bert_zoo.checkpoints import CheckpointError
 from keras_bert_zoo.pretraining import CreationConfig, create_pretraining_data
 from keras_bert_zoo.runners import finetuning, pretraining, sources
+from keras_bert_zoo.runners import runner as runner_module
 from keras_bert_zoo.runners.runner import Runner
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -211,7 +213,7 @@ def test_a_finetuning_run_dir_predicts_and_initializes_pretraining(files, finetu
         )
     )
     assert predicted.model_source == os.path.join(fine_tuning_dir, "finetuned")
-    assert os.path.isfile(tmp_path / "predict" / "predictions" / "predictions.jsonl")
+    assert os.path.isfile(tmp_path / "predict" / "predictions" / "predictions_test.jsonl")
 
     # The same directory initializes pretraining: the fine-tuned encoder, fresh heads.
     trained_encoder = _encoder_weights(finetuned_run[1].model)
@@ -292,7 +294,8 @@ def test_eval_predict_and_export_go_through_the_skeleton(files, finetuned_run, t
         assert result.eval_results == trained.eval_results
         assert result.eval_history[-1]["model"] == result.model_source
     if mode == "predict":
-        lines = (tmp_path / mode / "predictions" / "predictions.jsonl").read_text().splitlines()
+        lines = (tmp_path / mode / "predictions" / "predictions_test.jsonl").read_text()
+        lines = lines.splitlines()
         assert len(lines) == 12
     if mode == "export":
         # Written from the loaded model: the trained weights, array by array.
@@ -302,3 +305,104 @@ def test_eval_predict_and_export_go_through_the_skeleton(files, finetuned_run, t
         ):
             np.testing.assert_array_equal(before, after)
         assert os.path.isfile(os.path.join(result.exports["huggingface"], "config.json"))
+
+
+def test_an_eval_run_names_its_own_models_as_the_run_directory_does(files, finetuned_run, tmp_path):
+    """`eval_results.json`'s `model` is `finetuned` or `best` for this run's own model,
+    wherever the run lives; only a model from elsewhere is named by its path."""
+    import json
+    import shutil
+
+    run_dir = tmp_path / "moved_run"
+    shutil.copytree(finetuned_run[0].job.output_dir, run_dir)
+    for use_best_model, expected in ((False, "finetuned"), (True, "best")):
+        for init_checkpoint in (None, str(run_dir)):
+            result = finetuning.run_finetuning(
+                _finetuning_config(
+                    files,
+                    run_dir,
+                    mode="eval",
+                    task=None,
+                    init_checkpoint=init_checkpoint,
+                    use_best_model=use_best_model,
+                )
+            )
+            written = json.loads((run_dir / "eval_results.json").read_text(encoding="utf-8"))
+            assert written["model"] == expected, (use_best_model, init_checkpoint)
+            assert written["history"][-1]["model"] == expected
+            assert result.model_source == expected
+
+
+def _tensorboard_scalars(directory):
+    """`{tag: [(step, value)]}` as TensorBoard's scalars plugin reads them: the
+    `tensorboard` package's own event reader, not ours."""
+    from tensorboard.backend.event_processing.plugin_event_accumulator import (
+        EventAccumulator,
+    )
+    from tensorboard.util import tensor_util
+
+    events = EventAccumulator(directory)
+    events.Reload()
+    return {
+        tag: [
+            (e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in events.Tensors(tag)
+        ]
+        for tag in events.PluginTagToContent("scalars")
+    }
+
+
+def test_tensorboard_reads_a_point_per_step_and_each_evaluation(finetuned_run):
+    runner, result = finetuned_run
+    train = _tensorboard_scalars(os.path.join(runner.job.output_dir, "train"))
+    for tag, values in (
+        ("loss", result.training.losses),
+        ("learning_rate", result.training.learning_rates),
+    ):
+        assert [step for step, _ in train[tag]] == [1, 2, 3, 4, 5, 6], tag
+        np.testing.assert_allclose([value for _, value in train[tag]], values, rtol=1e-6)
+    evaluations = _tensorboard_scalars(os.path.join(runner.job.output_dir, "eval"))
+    (accuracy_tag,) = [tag for tag in evaluations if tag.endswith("/accuracy")]
+    assert [step for step, _ in evaluations[accuracy_tag]] == [3, 6]
+    # What a training run's last line says (the `test` extra installs tensorboard).
+    hint = runner_module.tensorboard_hint(runner.job.output_dir)
+    assert hint == f"TensorBoard: tensorboard --logdir {runner.job.output_dir}"
+
+
+def _tensorboard_texts(directory):
+    """`{tag: [(step, markdown)]}` as TensorBoard's text plugin reads them."""
+    from tensorboard.backend.event_processing.plugin_event_accumulator import (
+        EventAccumulator,
+    )
+    from tensorboard.util import tensor_util
+
+    events = EventAccumulator(directory)
+    events.Reload()
+    return {
+        tag: [
+            (e.step, tensor_util.make_ndarray(e.tensor_proto).item().decode())
+            for e in events.Tensors(tag)
+        ]
+        for tag in events.PluginTagToContent("text")
+    }
+
+
+def test_classification_runs_record_their_confusion_matrix(finetuned_run):
+    import sklearn.metrics
+
+    runner, result = finetuned_run
+    output_dir = pathlib.Path(runner.job.output_dir)
+    record = json.loads((output_dir / "eval_results.json").read_text())
+    confusion = record["confusion_matrices"]["dev"]
+    predictions = [
+        json.loads(line)
+        for line in (output_dir / "predictions" / "predictions_dev.jsonl").read_text().splitlines()
+    ]
+    gold = [p["gold_label"] for p in predictions]
+    predicted = [p["label"] for p in predictions]
+    expected = sklearn.metrics.confusion_matrix(gold, predicted, labels=confusion["labels"])
+    assert confusion["matrix"] == expected.tolist() and sum(map(sum, confusion["matrix"])) == 12
+    texts = _tensorboard_texts(str(output_dir / "eval"))
+    assert [step for step, _ in texts["dev/confusion_matrix"]] == [3, 6]
+    last = texts["dev/confusion_matrix"][-1][1]
+    for label, row in zip(confusion["labels"], confusion["matrix"], strict=True):
+        assert f"| {label} | " + " | ".join(map(str, row)) + " |" in last

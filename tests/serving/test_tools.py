@@ -1,9 +1,13 @@
 """tools/export_saved_model.py and tools/saved_model_run.py, run in-process through
-their absl flags on a fine-tuned directory and on a pretrained checkpoint."""
+their absl flags on a fine-tuned directory and on a pretrained checkpoint, and
+saved_model_run.py as a user runs it, on a request the export cannot take."""
 
 import ast
 import os
+import subprocess
+import sys
 
+import child_process
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -193,3 +197,32 @@ def test_export_tool_on_a_pretrained_checkpoint(tmp_path, export_tool, run_tool,
     assert "computed: the export has no" not in printed
     with pytest.raises(app.UsageError, match="TF Hub style pair"):
         _run(run_tool, f"--saved_model={tmp_path / 'hub'}", "--input=text=the cat")
+
+
+def test_run_tool_names_an_unknown_input_in_one_line(tmp_path, finetuned_dir):
+    """A field the export does not take ends the tool as a user runs it with one line
+    naming it and what the export takes: no description, no usage text."""
+    directory, _, _, _ = finetuned_dir
+    exported = serving.export_finetuned(directory, str(tmp_path / "exports"))
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "tools/saved_model_run.py",
+            f"--saved_model={exported.path}",
+            "--input=sentence=a good film",
+        ],
+        capture_output=True,
+        text=True,
+        env=child_process.environment(),
+        cwd=child_process.REPO_ROOT,
+        timeout=300,
+    )
+    assert completed.returncode == 1 and completed.stdout == "", completed
+    assert completed.stderr.splitlines()[-1] == (
+        f"saved_model_run: error: {exported.path} (serving_default): unknown input "
+        "'sentence'; the export takes: text"
+    )
+    assert "USAGE" not in completed.stderr.upper() and "Traceback" not in completed.stderr
+    # In Python, the loaded export refuses the same request with the same words.
+    with pytest.raises(ValueError, match=r"unknown input 'sentence'; the export takes: text$"):
+        serving.load_served_model(exported.path)(sentence=np.array([b"a good film"], object))

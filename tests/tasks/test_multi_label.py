@@ -203,19 +203,19 @@ def test_multi_label_run_end_to_end(tmp_path):
     _write_split_files(str(root))
     checkpoint = helpers.write_tiny_checkpoint(tmp_path / "tiny", fixtures.VOCABULARY)
     run_dir = tmp_path / "run"
-    result = finetuning.run_finetuning(
-        helpers.quick_config(
-            task="text_classification",
-            mode="train_and_eval",
-            data_dir=str(root),
-            init_checkpoint=checkpoint,
-            output_dir=str(run_dir),
-            max_seq_length=SEQUENCE_LENGTH,
-            train_batch_size=8,
-            num_train_steps=60,
-            task_options={"label_column": "labels", "multi_label": True, "tune_thresholds": True},
-        )
+    config = helpers.quick_config(
+        task="text_classification",
+        mode="train_and_eval",
+        data_dir=str(root),
+        init_checkpoint=checkpoint,
+        output_dir=str(run_dir),
+        max_seq_length=SEQUENCE_LENGTH,
+        train_batch_size=8,
+        num_train_steps=60,
+        task_options={"label_column": "labels", "multi_label": True, "tune_thresholds": True},
+        export_formats=("huggingface",),
     )
+    result = finetuning.run_finetuning(config)
     task, model, preprocessor = result.task, result.model, result.preprocessor
     losses = result.training.losses
     assert losses[-8:].mean() < 0.7 * losses[:8].mean(), losses
@@ -254,6 +254,18 @@ def test_multi_label_run_end_to_end(tmp_path):
         check=True,
     )
     assert json.loads(child.stdout.strip().splitlines()[-1]) == tuned
+
+    # The best model is chosen by what it answers with (the tuned thresholds); the run's
+    # own task.json holds its settings, not the thresholds it learned, so the same
+    # command resumes; the summary names the primary metric first.
+    assert task.primary_metric == "tuned_micro_f1"
+    assert json.loads((run_dir / "eval_results.json").read_text())["primary_metric"] == (
+        "tuned_micro_f1"
+    )
+    assert "thresholds" not in json.loads((run_dir / "task.json").read_text())["state"]
+    assert finetuning.run_finetuning(config).step == 60
+    dev_line = next(line for line in finetuning.summary(result).splitlines() if "dev:" in line)
+    assert dev_line.startswith("  dev: tuned_micro_f1 ") and "(primary)" in dev_line
 
     # Hugging Face: problem_type set, so transformers trains with binary cross-entropy.
     export = run_dir / "export_huggingface"

@@ -134,6 +134,7 @@ def test_glue_task_fine_tunes_evaluates_and_writes_submission_files(
             train_batch_size=4,
             num_train_steps=64,
             learning_rate=2e-3,
+            export_formats=("google", "huggingface"),
         )
     )
     task, model, preprocessor = result.task, result.model, result.preprocessor
@@ -215,7 +216,8 @@ def test_glue_task_fine_tunes_evaluates_and_writes_submission_files(
                 atol=1e-5,
             )
         assert [r["index"] for r in records] == [index for index, _ in rows]
-        assert [tuple(r["text"][f] for f in task.text_fields) for r in records] == [
+        # The texts under the task's field names, as in its files (sentence1, ...).
+        assert [tuple(r[f] for f in task.text_fields) for r in records] == [
             e.texts for e in examples
         ]
         for record in records:
@@ -266,6 +268,39 @@ def test_submission_file_is_never_left_half_written(tmp_path):
     assert (tmp_path / "RTE.tsv").read_text(encoding="utf-8") == (
         "index\tprediction\n0\tentailment\n1\tentailment\n"
     )
+    # The test split's records are named after it, as the eval splits' are.
+    assert sorted(os.listdir(tmp_path)) == ["RTE.tsv", "predictions_test.jsonl"]
+    records = _read_jsonl(tmp_path / "predictions_test.jsonl")
+    assert [(r["sentence1"], r["sentence2"]) for r in records] == [("A.", "B."), ("C.", "D.")]
+    assert "text" not in records[0]
+
+
+def test_text_classification_records_name_the_texts_by_their_columns(tmp_path):
+    (tmp_path / "train.csv").write_text(
+        "review,summary,stars\nGreat.,Good,5\nAwful.,Bad,1\n", encoding="utf-8"
+    )
+    (tmp_path / "test.csv").write_text("review,summary\nFine.,Ok\n", encoding="utf-8")
+    answer = SentenceAnswer(label="5", probabilities={"1": 0.25, "5": 0.75})
+
+    def records(split, **options):
+        task = tasks.create_task("text_classification", data_dir=str(tmp_path), **options)
+        paths = task.write_predictions([answer], task.read(split)[:1], str(tmp_path), split)
+        assert os.path.basename(paths[0]) == f"predictions_{split}.jsonl"
+        return _read_jsonl(paths[0])
+
+    (single,) = records("test", text_column="review", label_column="stars")
+    assert single["review"] == "Fine." and "text" not in single
+    (pair,) = records(
+        "train", text_column="review", text_pair_column="summary", label_column="stars"
+    )
+    assert (pair["review"], pair["summary"], pair["gold_label"]) == ("Great.", "Good", "5")
+    # Columns given by number have no name of the user's: the served names.
+    (numbered,) = records("test", text_column="0", text_pair_column="1", label_column="2")
+    assert (numbered["text"], numbered["text_pair"]) == ("Fine.", "Ok")
+    # A text column named like a field of the record keeps both.
+    (tmp_path / "train.csv").write_text("label,stars\nGreat.,5\nAwful.,1\n", encoding="utf-8")
+    (clash,) = records("train", text_column="label", label_column="stars")
+    assert (clash["text:label"], clash["label"]) == ("Great.", "5")
 
 
 def test_task_state_round_trips_and_rejects_another_label_set(glue_root):
@@ -307,7 +342,7 @@ def test_text_classification_answers_on_the_pang_lee_heldout_split(tmp_path):
     paths = task.write_predictions(answers, examples, str(tmp_path), "dev")
     assert [os.path.basename(p) for p in paths] == ["predictions_dev.jsonl"]
     records = [json.loads(line) for line in open(paths[0], encoding="utf-8")]
-    assert [r["text"]["text"] for r in records] == [e.texts[0] for e in examples]
+    assert [r["text"] for r in records] == [e.texts[0] for e in examples]  # fastText: no names
     assert [r["label"] for r in records] == predicted
     assert [r["gold_label"] for r in records] == gold
     # Raw sentences to answer (the main job's last step) become unlabelled examples.

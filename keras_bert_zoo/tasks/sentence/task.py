@@ -85,6 +85,20 @@ _METRICS = {
     "spearman": metric_functions.spearman,
 }
 
+# What a prediction record says besides the texts (`write_predictions`).
+_PREDICTION_RECORD_KEYS = frozenset(
+    (
+        "index",
+        "example_id",
+        "label",
+        "labels",
+        "probabilities",
+        "score",
+        "gold_label",
+        "gold_labels",
+    )
+)
+
 
 @dataclasses.dataclass(frozen=True)
 class SentenceExample:
@@ -440,6 +454,15 @@ class SentenceTask(Task):
                 results[name] = _METRICS[name](gold, predicted)
         return results
 
+    def confusion_matrix(self, answers, examples) -> dict[str, Any] | None:
+        if self.is_regression or self.is_multi_label or not self.label_names:
+            return None
+        index = {name: position for position, name in enumerate(self.label_names)}
+        matrix = np.zeros((len(index), len(index)), np.int64)
+        for answer, example in zip(answers, examples, strict=True):
+            matrix[index[example.label], index[answer.prediction]] += 1
+        return {"labels": list(self.label_names), "matrix": matrix.tolist()}
+
     # === Prediction files ===
 
     def submission_file_name(self, split: str) -> str | None:
@@ -448,8 +471,24 @@ class SentenceTask(Task):
 
     @staticmethod
     def predictions_file_name(split: str) -> str:
-        """`predictions.jsonl` for the test split, `predictions_<split>.jsonl` otherwise."""
-        return "predictions.jsonl" if split == "test" else f"predictions_{split}.jsonl"
+        """`predictions_<split>.jsonl`: every split's file is named after it, so the
+        files of `eval` and `predict` runs into one directory never overwrite each other."""
+        return f"predictions_{split}.jsonl"
+
+    @property
+    def prediction_text_names(self) -> tuple[str, ...]:
+        """The keys of the texts in a prediction record, in `text_fields` order: the
+        names the data gives them (GLUE's `sentence1`, ...), so that a record reads like
+        a row of its input file."""
+        return tuple(self.text_fields)
+
+    def _prediction_texts(self, example: SentenceExample) -> dict[str, str]:
+        # A text named like one of the record's own keys (a column called `label`)
+        # would overwrite or be overwritten by it; the prefix keeps both.
+        return {
+            f"text:{name}" if name in _PREDICTION_RECORD_KEYS else name: text
+            for name, text in zip(self.prediction_text_names, example.texts, strict=True)
+        }
 
     def _format_prediction(self, answer: SentenceAnswer) -> str:
         if self.is_multi_label:
@@ -457,8 +496,9 @@ class SentenceTask(Task):
         return f"{answer.score:.6f}" if self.is_regression else answer.label
 
     def write_predictions(self, answers, examples, output_dir: str, split: str) -> list[str]:
-        """Writes `predictions[_<split>].jsonl` (texts, probabilities or score, label)
-        and, for a split the benchmark scores, its submission TSV (`index\\tprediction`).
+        """Writes `predictions_<split>.jsonl` (the texts under `prediction_text_names`,
+        probabilities or score, label) and, for a split the benchmark scores, its
+        submission TSV (`index\\tprediction`).
         """
         if len(answers) != len(examples):
             raise ValueError(f"{len(answers)} answers for {len(examples)} examples")
@@ -469,7 +509,7 @@ class SentenceTask(Task):
                 record: dict[str, Any] = {
                     "index": example.index,
                     "example_id": example.example_id,
-                    "text": dict(zip(self.text_fields, example.texts, strict=True)),
+                    **self._prediction_texts(example),
                 }
                 if self.is_regression:
                     record["score"] = answer.score

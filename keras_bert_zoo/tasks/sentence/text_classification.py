@@ -217,7 +217,10 @@ class TextClassificationTask(SentenceTask):
         if self.multi_label and not options["label_separator"]:
             raise ValueError("label_separator must not be empty")
         if self.multi_label:
-            self.primary_metric = "micro_f1"
+            # The model is saved and answers with the tuned thresholds: the best one is
+            # chosen by what it will answer with.
+            tuned = options["tune_thresholds"]
+            self.primary_metric = "tuned_micro_f1" if tuned else "micro_f1"
         self._thresholds: np.ndarray | None = None
         self.text_fields = ("text", "text_pair") if options["text_pair_column"] else ("text",)
         if self.regression:
@@ -335,12 +338,33 @@ class TextClassificationTask(SentenceTask):
                 f"{option}={getattr(self, option)}"
             )
 
+    def learned_state_keys(self) -> tuple[str, ...]:
+        return ("thresholds",) if self.option_values["tune_thresholds"] else ()
+
     def state(self) -> dict[str, Any]:
         state = super().state()
         if self.multi_label:
             state["multi_label"] = True
             state["thresholds"] = [float(t) for t in self.label_thresholds]
         return state
+
+    # === Prediction files ===
+
+    @property
+    def prediction_text_names(self) -> tuple[str, ...]:
+        """The names the user gave the text columns (`text_column="review"`: `review`);
+        `text_fields` when the columns are given by number or have no names (no
+        header line, fastText lines)."""
+        options = self.option_values
+        given = (options["text_column"], options["text_pair_column"])
+        columns = tuple(str(column) for column in given if column)
+        if (
+            not options["has_header"]
+            or options["input_format"] == "fasttext"
+            or any(column.isdigit() for column in columns)
+        ):
+            return super().prediction_text_names
+        return columns
 
     # === Files ===
 

@@ -1,0 +1,188 @@
+"""What a run leaves on disk: the exports a user asks for, one copy of a model that is
+both the best and the final one, and a main job that leaves only what it prints."""
+
+import json
+import os
+import pathlib
+import shutil
+import sys
+
+import numpy as np
+import pytest
+
+from keras_bert_zoo import tasks
+from keras_bert_zoo.runners import demo, finetuning
+from keras_bert_zoo.runners.configs import FinetuningConfig, PretrainingConfig
+from keras_bert_zoo.tasks import run_outputs
+from keras_bert_zoo.tasks.feature_extraction import demo_model_dir
+from keras_bert_zoo.tasks.saving import save_finetuned
+from keras_bert_zoo.text.vocab import load_vocab
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tasks"))  # the fine-tuning fixtures
+import finetuning_test_helpers as helpers  # noqa: E402
+
+SAVED_FILES = ("model.keras", "vocab.txt", "task.json")
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A tiny random BERT over the real MiniLM vocabulary: the main job's path, fast."""
+    vocabulary = load_vocab(os.path.join(demo_model_dir(), "vocab.txt"))
+    return helpers.write_tiny_checkpoint(
+        tmp_path_factory.mktemp("tiny_minilm_vocab"), vocabulary, layout="huggingface"
+    )
+
+
+def _config(checkpoint, output_dir, **overrides):
+    settings = dict(
+        init_checkpoint=checkpoint,
+        output_dir=None if output_dir is None else str(output_dir),
+        num_train_steps=6,
+        learning_rate=1e-3,
+        steps_per_loop=3,
+        export_best=True,
+        progress="none",
+    )
+    settings.update(overrides)
+    return demo.demo_config(**settings)
+
+
+def _same_file(directory, other, name):
+    return os.path.samefile(os.path.join(directory, name), os.path.join(other, name))
+
+
+def _step(directory):
+    return json.loads((directory / "metrics.json").read_text(encoding="utf-8"))["step"]
+
+
+def _weights(directory):
+    return tasks.load_finetuned(str(directory)).model.get_weights()
+
+
+def test_export_formats_default_to_none_for_fine_tuning_and_both_for_pretraining():
+    assert FinetuningConfig().export_formats == ()
+    assert PretrainingConfig().export_formats == ("google", "huggingface")
+
+
+def test_a_run_writes_no_checkpoint_layout_unless_asked(checkpoint, tmp_path):
+    result = finetuning.run_finetuning(_config(checkpoint, tmp_path / "run", mode="train"))
+    assert set(result.exports) == {"keras"}
+    assert not (tmp_path / "run" / "export_google").exists()
+    assert not (tmp_path / "run" / "export_huggingface").exists()
+
+
+def test_final_model_that_is_the_best_is_stored_once(checkpoint, tmp_path):
+    # One evaluation, at the end: best/ and finetuned/ are the same model.
+    run_dir = tmp_path / "run"
+    result = finetuning.run_finetuning(_config(checkpoint, run_dir, eval_every=0))
+    best, final = run_dir / "best", run_dir / "finetuned"
+    assert _step(best) == _step(final) == result.step == 6
+    for name in SAVED_FILES:
+        assert _same_file(best, final, name), name
+    assert os.stat(final / "model.keras").st_nlink == 2
+    # Each keeps its own metrics.json (the best export's ranking, the run's evaluation).
+    assert not _same_file(best, final, "metrics.json")
+    for before, after in zip(_weights(best), _weights(final), strict=True):
+        np.testing.assert_array_equal(before, after)
+    for before, after in zip(result.model.get_weights(), _weights(final), strict=True):
+        np.testing.assert_array_equal(before, after)
+    # A later write to finetuned/ replaces its files and leaves best/'s as they were.
+    best_bytes = (best / "model.keras").read_bytes()
+    run_outputs.save_run_model(
+        str(run_dir),
+        result.task,
+        result.model,
+        result.tokenizer,
+        step=7,
+        eval_results=None,
+        export_formats=(),
+        same_model_dir=str(best),
+    )
+    assert not _same_file(best, final, "model.keras")
+    assert (best / "model.keras").read_bytes() == best_bytes
+
+
+def test_finetuned_links_best_only_when_it_is_the_same_model(checkpoint, tmp_path):
+    # Evaluations at steps 3 and 6: the final model is the best one or not.
+    run_dir = tmp_path / "run"
+    result = finetuning.run_finetuning(_config(checkpoint, run_dir, eval_every=3))
+    best, final = run_dir / "best", run_dir / "finetuned"
+    assert _step(final) == 6 and _step(best) in (3, 6)
+    assert _same_file(best, final, "model.keras") == (_step(best) == 6)
+    for directory in (best, final):
+        assert tasks.load_finetuned(str(directory)).task.task_name == "text_classification"
+
+    # --use_best_model: finetuned/ is best/'s model, whichever step it was.
+    chosen = finetuning.run_finetuning(
+        _config(checkpoint, run_dir, eval_every=3, use_best_model=True)
+    )
+    assert chosen.step == _step(best) == _step(final)
+    for name in SAVED_FILES:
+        assert _same_file(best, final, name), name
+    assert result.task.task_name == tasks.load_finetuned(str(final)).task.task_name
+
+
+def test_a_stale_best_of_the_same_step_with_other_weights_is_not_linked(checkpoint, tmp_path):
+    # best/ from an earlier run that reached the same step with other weights: the step
+    # alone does not make it this model.
+    run_dir = tmp_path / "run"
+    result = finetuning.run_finetuning(_config(checkpoint, run_dir, mode="train"))
+    best = run_dir / "best"
+    other = tasks.load_finetuned(str(run_dir / "finetuned")).model
+    other.set_weights([w + 1.0 for w in result.model.get_weights()])
+    save_finetuned(str(best), result.task, other, result.tokenizer)
+    # Another step: not this model, whatever the files hold.
+    (best / "metrics.json").write_text(json.dumps({"step": 3}), encoding="utf-8")
+    assert run_outputs.link_identical_model_files(str(best), str(run_dir / "finetuned"), 6) == []
+    (best / "metrics.json").write_text(json.dumps({"step": result.step}), encoding="utf-8")
+    linked = run_outputs.link_identical_model_files(str(best), str(run_dir / "finetuned"), 6)
+    assert linked == ["vocab.txt", "task.json"]
+    assert not _same_file(best, run_dir / "finetuned", "model.keras")
+    for before, after in zip(
+        result.model.get_weights(), _weights(run_dir / "finetuned"), strict=True
+    ):
+        np.testing.assert_array_equal(before, after)
+
+
+def test_no_link_possible_keeps_the_copy(checkpoint, tmp_path, monkeypatch):
+    run_dir = tmp_path / "run"
+    finetuning.run_finetuning(_config(checkpoint, run_dir, eval_every=0, num_train_steps=3))
+    copy_dir = tmp_path / "copy"
+    shutil.copytree(run_dir / "finetuned", copy_dir)
+
+    def no_links(*args, **kwargs):
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    assert run_outputs.link_identical_model_files(str(run_dir / "best"), str(copy_dir), 3) == []
+    assert not _same_file(run_dir / "best", copy_dir, "model.keras")
+    assert tasks.load_finetuned(str(copy_dir)).task.task_name == "text_classification"
+    assert not [p for p in copy_dir.iterdir() if p.name.startswith(".")]
+
+
+def test_main_job_in_a_temporary_directory_leaves_what_it_prints(checkpoint, tmp_path, monkeypatch):
+    import io
+
+    output_dir = tmp_path / "main_job"
+    mkdtemp = demo.tempfile.mkdtemp
+
+    def main_job_directory(*args, **kwargs):
+        if kwargs.get("prefix", "").startswith("keras_bert_zoo_finetuning_demo_"):
+            output_dir.mkdir()
+            return str(output_dir)
+        return mkdtemp(*args, **kwargs)
+
+    monkeypatch.setattr(demo.tempfile, "mkdtemp", main_job_directory)
+    printed = io.StringIO()
+    # export_best: a best/ is one more thing the main job must not leave.
+    main_job = demo.run_demo(
+        _config(checkpoint, None, num_train_steps=3, eval_every=0, export_best=True), out=printed
+    )
+    assert main_job.output_dir == str(output_dir)
+    assert sorted(os.listdir(output_dir)) == ["finetuned", "serving"]
+    assert f"fine-tuned model: {output_dir / 'finetuned'}" in printed.getvalue()
+    assert f"exported for TF Serving: {main_job.exported.path}" in printed.getvalue()
+    assert tasks.load_finetuned(str(output_dir / "finetuned")).task.task_name == (
+        "text_classification"
+    )
