@@ -157,21 +157,10 @@ class QuestionAnsweringTask(Task):
         """SQuAD v2.0 rules: unanswerable questions and the null answer."""
         return self.version_2_with_negative
 
-    @property
-    def doc_stride(self) -> int:
-        return self.option_values["doc_stride"]
-
-    @property
-    def max_query_length(self) -> int:
-        return self.option_values["max_query_length"]
-
-    @property
-    def n_best_size(self) -> int:
-        return self.option_values["n_best_size"]
-
-    @property
-    def max_answer_length(self) -> int:
-        return self.option_values["max_answer_length"]
+    doc_stride = property(lambda self: int(self.option_values["doc_stride"]))
+    max_query_length = property(lambda self: int(self.option_values["max_query_length"]))
+    n_best_size = property(lambda self: int(self.option_values["n_best_size"]))
+    max_answer_length = property(lambda self: int(self.option_values["max_answer_length"]))
 
     @property
     def null_score_diff_threshold(self) -> float:
