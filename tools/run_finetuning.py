@@ -24,9 +24,33 @@ Usage:
       --output_dir=/tmp/mrpc_hf --export_formats=huggingface
 """
 
+import importlib.util
 import os
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ logs: TF_CPP_MIN_LOG_LEVEL=0
+
+
+def _check_task_before_tensorflow() -> None:
+    """A --task typo ends the tool at once, not after TensorFlow's start-up: the task
+    names are read from keras_bert_zoo/tasks/names.py, loaded by path (the package's
+    __init__ imports TensorFlow)."""
+    package = importlib.util.find_spec("keras_bert_zoo")
+    path = os.path.join(list(package.submodule_search_locations)[0], "tasks", "names.py")
+    spec = importlib.util.spec_from_file_location("_keras_bert_zoo_task_names", path)
+    names = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(names)
+    message = names.unknown_task_message(sys.argv[1:])
+    if message:
+        print(
+            f"{os.path.splitext(os.path.basename(sys.argv[0]))[0]}: error: {message}",
+            file=sys.stderr,
+        )
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    _check_task_before_tensorflow()
 
 from absl import flags  # noqa: E402
 
