@@ -434,19 +434,27 @@ class FinetuningJob(Job):
         return record
 
     def write_evaluation_summaries(self, step) -> None:
-        matrices = getattr(self, "last_confusion_matrices", None)
+        matrices = getattr(self, "last_confusion_matrices", None) or {}
+        # Multi-label: each label's threshold (tuned at each evaluation, or given).
+        thresholds = {}
+        if getattr(self.task, "is_multi_label", False):
+            names, values = self.task.label_names, self.task.label_thresholds
+            thresholds = {name: float(value) for name, value in zip(names, values, strict=True)}
         # The final evaluation that reuses the last periodic one is written once.
-        if not matrices or step is None or step == getattr(self, "_summarized_step", None):
+        done = step is None or step == getattr(self, "_summarized_step", None)
+        if done or not (matrices or thresholds):
             return
         self._summarized_step = step
         import tensorflow as tf
 
-        from keras_bert_zoo.training.trainer import write_text
+        from keras_bert_zoo.training.trainer import write_scalar, write_text
 
         writer = tf.summary.create_file_writer(os.path.join(self.output_dir, EVAL_SUMMARIES_DIR))
         with writer.as_default():
             for split, matrix in matrices.items():
                 write_text(f"{split}/confusion_matrix", run_outputs.markdown_matrix(matrix), step)
+            for name, threshold in thresholds.items():
+                write_scalar(f"threshold/{name}", threshold, step)
         writer.close()
 
     def export_best(self):

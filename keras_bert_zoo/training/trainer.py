@@ -225,7 +225,7 @@ def _already_reduced(grads_and_vars):
     return list(grads_and_vars)
 
 
-def _write_scalar(name: str, value: float, step: int):
+def write_scalar(name: str, value: float, step: int):
     # What `tf.summary.scalar` writes, without the `tensorboard` package it needs (the
     # tensorflow 2.21 wheel does not depend on it): TensorBoard's scalars plugin reads
     # these events as its own.
@@ -239,24 +239,26 @@ def _write_scalar(name: str, value: float, step: int):
     )
 
 
-# The progress bar fits an 80-column terminal: a 20-column bar, its counts and time
-# (about 40 columns), then the loss and as many of the model's metrics as fit.
+# The progress bar fits an 80-column terminal: "step/steps", a 20-column bar, the time
+# ("12s 345ms/step", about 15 columns), then the loss and as many of the model's
+# metrics as fit.
 BAR_WIDTH = 20
 _BAR_COLUMNS = 79
-_BAR_FIXED_COLUMNS = 44
+_BAR_TIME_COLUMNS = 15
 # Logged and written to TensorBoard, but not worth a place on the bar.
 _NOT_ON_BAR = frozenset(
     ("step", "learning_rate", "gradient_norm", "steps_per_second", "sequences_per_second")
 )
 
 
-def _bar_values(logs: dict) -> list[tuple[str, float]]:
-    """The loss, then the model's metrics, as many as fit `_BAR_COLUMNS`."""
+def _bar_values(logs: dict, num_steps: int) -> list[tuple[str, float]]:
+    """The loss, then as many of the model's metrics as fit `_BAR_COLUMNS`."""
     columns = min(_BAR_COLUMNS, shutil.get_terminal_size((80, 24)).columns - 1)
-    values, used = [], _BAR_FIXED_COLUMNS
+    values, used = [], 2 * len(str(num_steps)) + 2 + BAR_WIDTH + _BAR_TIME_COLUMNS
     for name, value in logs.items():
-        width = len(name) + 12  # " - name: 0.1234"
-        if name in _NOT_ON_BAR or name == "loss_scale" or used + width > columns:
+        width = len(name) + 11  # " - name: 0.1234"
+        fits = name == "loss" or used + width <= columns  # the loss is always shown
+        if name in _NOT_ON_BAR or name == "loss_scale" or not fits:
             continue
         values.append((name, value))
         used += width
@@ -798,7 +800,7 @@ class Trainer:
         )
         with run.eval_writer.as_default():
             for name, value in metrics.items():
-                _write_scalar(name, value, run.step)
+                write_scalar(name, value, run.step)
         if run.best_metric is None:
             return
         if run.best_metric not in metrics:
@@ -1076,10 +1078,10 @@ class Trainer:
             first_step = run.step - len(run.losses[-1]) + 1
             for name, values in per_step.items():
                 for offset, value in enumerate(values):
-                    _write_scalar(name, float(value), first_step + offset)
+                    write_scalar(name, float(value), first_step + offset)
             for name, value in logs.items():
                 if name != "step" and name not in per_step:
-                    _write_scalar(name, value, run.step)
+                    write_scalar(name, value, run.step)
         run.callbacks.on_train_batch_end(run.step, logs)
 
     def _report(self, run: _Run, logs: dict):
@@ -1090,7 +1092,8 @@ class Trainer:
         elapsed = time.time() - run.run_start
         eta = elapsed / done * (num_steps - step) if done else float("inf")
         if run.progress_bar is not None:
-            run.progress_bar.update(done, values=_bar_values(logs), finalize=step >= num_steps)
+            bar_values = _bar_values(logs, run.num_steps - run.start_step)
+            run.progress_bar.update(done, values=bar_values, finalize=step >= num_steps)
             run.bar_line_open = step < num_steps
             return
         parts = [f"step {step}/{num_steps}"]

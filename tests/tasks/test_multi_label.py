@@ -264,6 +264,16 @@ def test_multi_label_run_end_to_end(tmp_path):
     )
     assert "thresholds" not in json.loads((run_dir / "task.json").read_text())["state"]
     assert finetuning.run_finetuning(config).step == 60
+    # TensorBoard (its own event reader) shows each label's threshold at each evaluation.
+    from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
+
+    events = EventAccumulator(str(run_dir / "eval"))
+    events.Reload()
+    for name, threshold in zip(task.label_names, tuned, strict=True):
+        last = events.Tensors(f"threshold/{name}")[-1]
+        assert last.step == 60
+        assert float(tensor_util.make_ndarray(last.tensor_proto)) == pytest.approx(threshold)
     dev_line = next(line for line in finetuning.summary(result).splitlines() if "dev:" in line)
     assert dev_line.startswith("  dev: tuned_micro_f1 ") and "(primary)" in dev_line
 
