@@ -24,6 +24,8 @@ LONGEST_FILES = (
     "serving/test_export.py",  # 180 s
     "test_readme_commands_finetuning.py",  # 165 s
     "serving/test_answers.py",  # 120 s
+    "tools/test_run_finetuning_interrupt.py",  # ~115 s
+    "tools/test_installed_wheel.py",  # ~95 s
     "training/test_trainer.py",  # ~100 s
     "training/test_distribute.py",  # 95 s
     "serving/test_native.py",  # 85 s
