@@ -165,15 +165,7 @@ class FinetuningJob(Job):
     def prepare(self, strategy) -> None:
         config = self.config
         self.source = sources.resolve_weight_source(config.init_checkpoint)
-        vocab_file = config.vocab_file or self.source.vocab_file
-        if not vocab_file:
-            raise ValueError(
-                f"--init_checkpoint={config.init_checkpoint} has no vocab.txt: pass --vocab_file"
-            )
-        self.tokenizer = sources.make_tokenizer(vocab_file, config.do_lower_case)
-        sources.check_vocab_fits(
-            vocab_file, self.source.bert_config, self.tokenizer.vocabulary_size()
-        )
+        self.tokenizer = sources.tokenizer_of(self.source, config.vocab_file, config.do_lower_case)
         self.task = task = run_outputs.create_task(config.task, config)
         splits = task.split_names()
         logger.info("Reading %s: %s", task.task_name, ", ".join(splits["train"] + splits["eval"]))
@@ -298,7 +290,9 @@ class FinetuningJob(Job):
 
     def load_for_inference(self) -> LoadedModel:
         config = self.config
-        given = config.init_checkpoint or self._finetuned_dir_of_run()
+        given = config.init_checkpoint or sources.finetuned_dir_of_run(
+            self.output_dir, prefer_best=config.use_best_model, needed_by=f"--mode={self.mode}"
+        )
         source = sources.resolve_weight_source(given, prefer_best=config.use_best_model)
         if source.kind == sources.FINETUNED:
             description = read_task_description(source.path)
@@ -331,29 +325,7 @@ class FinetuningJob(Job):
             )
         self.preprocessor = self.task.make_preprocessor(self.tokenizer)
         self._read_eval_sets()
-        # eval_results.json names this run's own models by their directory names, as
-        # training names `best`, so the record does not depend on where the run lives;
-        # a path says only that the model came from elsewhere.
-        own_dirs = {}
-        if self.output_dir:
-            own_dirs = {
-                os.path.realpath(os.path.join(self.output_dir, name)): name
-                for name in (FINETUNED_DIR, BEST_DIR)
-            }
-        return LoadedModel(model, step, own_dirs.get(os.path.realpath(source.path), source.path))
-
-    def _finetuned_dir_of_run(self) -> str:
-        candidates = sources.finetuned_dirs_of_run(
-            self.output_dir, prefer_best=self.config.use_best_model
-        )
-        found = [path for path in candidates if sources.is_finetuned_dir(path)]
-        if not found:
-            raise FileNotFoundError(
-                f"--mode={self.mode} needs a fine-tuned model: none in "
-                f"{' or '.join(candidates)}; train first, or pass --init_checkpoint (a "
-                "fine-tuned directory or a checkpoint with the task's head)"
-            )
-        return found[0]
+        return LoadedModel(model, step, sources.name_in_run(source.path, self.output_dir))
 
     def predict(self, model, *, write: bool) -> dict[str, list[str]]:
         task = self.task
@@ -415,11 +387,9 @@ class FinetuningJob(Job):
         results, self.last_answers = run_outputs.evaluate_splits(
             self.task, model, self.preprocessor, self.eval_sets, self.config.eval_batch_size
         )
-        self.last_confusion_matrices = {
-            split: matrix
-            for split, examples in self.eval_sets.items()
-            if (matrix := self.task.confusion_matrix(self.last_answers[split], examples))
-        }
+        self.last_confusion_matrices = run_outputs.confusion_matrices(
+            self.task, self.last_answers, self.eval_sets
+        )
         return results
 
     def trainer_metrics(self, results) -> dict[str, float]:
@@ -434,28 +404,16 @@ class FinetuningJob(Job):
         return record
 
     def write_evaluation_summaries(self, step) -> None:
-        matrices = getattr(self, "last_confusion_matrices", None) or {}
-        # Multi-label: each label's threshold (tuned at each evaluation, or given).
-        thresholds = {}
-        if getattr(self.task, "is_multi_label", False):
-            names, values = self.task.label_names, self.task.label_thresholds
-            thresholds = {name: float(value) for name, value in zip(names, values, strict=True)}
         # The final evaluation that reuses the last periodic one is written once.
-        done = step is None or step == getattr(self, "_summarized_step", None)
-        if done or not (matrices or thresholds):
+        if step is None or step == getattr(self, "_summarized_step", None):
             return
         self._summarized_step = step
-        import tensorflow as tf
-
-        from keras_bert_zoo.training.trainer import write_scalar, write_text
-
-        writer = tf.summary.create_file_writer(os.path.join(self.output_dir, EVAL_SUMMARIES_DIR))
-        with writer.as_default():
-            for split, matrix in matrices.items():
-                write_text(f"{split}/confusion_matrix", run_outputs.markdown_matrix(matrix), step)
-            for name, threshold in thresholds.items():
-                write_scalar(f"threshold/{name}", threshold, step)
-        writer.close()
+        run_outputs.write_evaluation_summaries(
+            os.path.join(self.output_dir, EVAL_SUMMARIES_DIR),
+            step,
+            self.task,
+            getattr(self, "last_confusion_matrices", None) or {},
+        )
 
     def export_best(self):
         from keras_bert_zoo.tasks.saving import save_finetuned
@@ -506,19 +464,8 @@ def run_finetuning(config: FinetuningConfig) -> FinetuningResult:
 def summary(result: FinetuningResult) -> str:
     """What `tools/run_finetuning.py` prints at the end: the metrics, prediction files
     and exports of the run."""
-    lines = []
-    if result.eval_results:
-        lines.append(f"eval_results.json (step {result.step}):")
-        primary = result.task.primary_metric if result.task is not None else None
-        for split, metrics in result.eval_results.items():
-            # The metric the best model is chosen by first, marked; then the others.
-            ordered = sorted(metrics.items(), key=lambda item: (item[0] != primary, item[0]))
-            lines.append(
-                f"  {split}: "
-                + ", ".join(
-                    f"{k} {v:.4f}" + (" (primary)" if k == primary else "") for k, v in ordered
-                )
-            )
+    primary = result.task.primary_metric if result.task is not None else None
+    lines = run_outputs.results_lines(result.eval_results, result.step, primary)
     for split, paths in result.prediction_files.items():
         lines.append(f"{split}: " + ", ".join(paths))
     for layout, path in result.exports.items():

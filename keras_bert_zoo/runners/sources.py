@@ -317,3 +317,28 @@ def check_same_vocabulary(vocab_file: str | None, tokenizer, model_dir: str) -> 
             f"--vocab_file={vocab_file} differs from the fine-tuned model's "
             f"{os.path.join(model_dir, VOCAB_FILE)} (the model carries its vocabulary)"
         )
+
+
+def finetuned_dir_of_run(output_dir: str, *, prefer_best: bool, needed_by: str) -> str:
+    """The fine-tuned model of a fine-tuning run's `output_dir` (`finetuned/`, or `best/`
+    first with `prefer_best`); an error saying what `needed_by` needs when none is."""
+    candidates = finetuned_dirs_of_run(output_dir, prefer_best=prefer_best)
+    found = [path for path in candidates if is_finetuned_dir(path)]
+    if not found:
+        raise FileNotFoundError(
+            f"{needed_by} needs a fine-tuned model: none in {' or '.join(candidates)}; train "
+            "first, or pass --init_checkpoint (a fine-tuned directory or a checkpoint with "
+            "the task's head)"
+        )
+    return found[0]
+
+
+def name_in_run(path: str, output_dir: str | None) -> str:
+    """`finetuned` / `best` for a run's own models, as training names them, so that
+    eval_results.json does not depend on where the run lives; else the path (a model
+    from elsewhere)."""
+    if output_dir:
+        for name in (FINETUNED_DIR, BEST_DIR):
+            if os.path.realpath(os.path.join(output_dir, name)) == os.path.realpath(path):
+                return name
+    return path

@@ -124,6 +124,53 @@ def format_results(results: Mapping[str, Mapping[str, float]]) -> str:
     )
 
 
+def confusion_matrices(task, answers, eval_sets) -> dict[str, dict]:
+    """`{split: confusion matrix}` of the splits whose task picks one label per example
+    (`Task.confusion_matrix`)."""
+    matrices = {}
+    for split, examples in eval_sets.items():
+        matrix = task.confusion_matrix(answers[split], examples)
+        if matrix:
+            matrices[split] = matrix
+    return matrices
+
+
+def results_lines(eval_results, step, primary_metric: str | None) -> list[str]:
+    """The metrics as a run's summary prints them: the primary metric (the one the best
+    model is chosen by) first and marked, then the others."""
+    if not eval_results:
+        return []
+    lines = [f"eval_results.json (step {step}):"]
+    for split, metrics in eval_results.items():
+        ordered = sorted(metrics.items(), key=lambda item: (item[0] != primary_metric, item[0]))
+        shown = [f"{k} {v:.4f}" + (" (primary)" if k == primary_metric else "") for k, v in ordered]
+        lines.append(f"  {split}: " + ", ".join(shown))
+    return lines
+
+
+def write_evaluation_summaries(directory: str, step: int, task, matrices) -> None:
+    """TensorBoard summaries of an evaluation beyond its metrics: each split's confusion
+    matrix as a text table, and a multi-label task's per-label thresholds (tuned at
+    each evaluation, or given)."""
+    thresholds = {}
+    if getattr(task, "is_multi_label", False):
+        values = [float(value) for value in task.label_thresholds]
+        thresholds = dict(zip(task.label_names, values, strict=True))
+    if not (matrices or thresholds):
+        return
+    import tensorflow as tf
+
+    from keras_bert_zoo.training.trainer import write_scalar, write_text
+
+    writer = tf.summary.create_file_writer(directory)
+    with writer.as_default():
+        for split, matrix in matrices.items():
+            write_text(f"{split}/confusion_matrix", markdown_matrix(matrix), step)
+        for name, threshold in thresholds.items():
+            write_scalar(f"threshold/{name}", threshold, step)
+    writer.close()
+
+
 def markdown_matrix(confusion: Mapping[str, Any]) -> str:
     """A confusion matrix as a markdown table: rows the gold label, columns the
     predicted one."""
