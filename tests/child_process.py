@@ -1,6 +1,7 @@
 """Child processes that tests start (tools, workers of a cluster): their environment,
 free ports, and running several at once."""
 
+import importlib.util
 import json
 import os
 import pathlib
@@ -82,3 +83,11 @@ def run_together(commands, envs, timeout: float, cwd=None) -> tuple[list[int], l
                 process.kill()
                 process.wait()
     return [process.returncode for process in processes], outputs
+
+
+def import_by_path(name: str, path) -> object:
+    """The module at `path` (another test file, for its helpers), imported as `name`."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

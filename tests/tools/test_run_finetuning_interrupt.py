@@ -12,7 +12,6 @@ right one).
 """
 
 import concurrent.futures
-import importlib.util
 import pathlib
 import random
 import re
@@ -30,16 +29,10 @@ BINARY = REPO_ROOT / "tools" / "run_finetuning.py"
 TIMEOUT = 240
 
 
-def _import_by_path(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-resume_test = _import_by_path("kbz_interrupt_test_resume", HERE / "test_run_finetuning_resume.py")
+resume_test = child_process.import_by_path(
+    "kbz_interrupt_test_resume", HERE / "test_run_finetuning_resume.py"
+)
 runner_test = resume_test.runner_test
-helpers = resume_test.helpers
 
 STEPS = 20
 SIGNAL_SEED = 5
@@ -113,21 +106,10 @@ def _stopped_step(output, signal_name):
     return int(found[0])
 
 
-def _files(tmp_path):
-    data_dir = tmp_path / "data"
-    data_dir.mkdir()
-    runner_test._write_reviews(data_dir / "reviews.tsv")
-    vocabulary = (
-        runner_test.SPECIALS + runner_test.FILLERS + list(runner_test.KEYWORDS.values()) + ["."]
-    )
-    checkpoint = helpers.write_tiny_checkpoint(tmp_path / "bert", vocabulary, layout="google")
-    return data_dir, checkpoint
-
-
 def test_sigint_then_sigterm_stop_with_a_checkpoint_and_resume_bitwise(tmp_path):
     from keras_bert_zoo.tasks import load_finetuned
 
-    data_dir, checkpoint = _files(tmp_path)
+    data_dir, checkpoint = resume_test._files(tmp_path)
     reference_dir, resumed_dir = tmp_path / "uninterrupted", tmp_path / "resumed"
     environment = [runner_test._environment()]
     command = [sys.executable, str(BINARY)]
@@ -175,7 +157,7 @@ def test_sigint_then_sigterm_stop_with_a_checkpoint_and_resume_bitwise(tmp_path)
 def test_two_workers_sigtermed_together_stop_at_one_step_and_resume(tmp_path):
     from keras_bert_zoo.tasks import load_finetuned
 
-    data_dir, checkpoint = _files(tmp_path)
+    data_dir, checkpoint = resume_test._files(tmp_path)
     command = [sys.executable, str(BINARY)]
     strategy = {"distribution_strategy": "multi_worker_mirrored", "steps_per_loop": 2}
 

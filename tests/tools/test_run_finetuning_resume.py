@@ -8,28 +8,23 @@ batches of 4, 20 steps).
 """
 
 import concurrent.futures
-import importlib.util
 import json
 import pathlib
 import random
 import re
 import signal
 
+import child_process
 import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
 
 
-def _import_by_path(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 # The binary test's helpers (`_run`, `_write_reviews`, `_assert_whole`, its vocabulary),
 # and tests/tasks/finetuning_test_helpers.py (`write_tiny_checkpoint`, TINY_ENCODER).
-runner_test = _import_by_path("kbz_resume_test_run_finetuning", HERE / "test_run_finetuning.py")
+runner_test = child_process.import_by_path(
+    "kbz_resume_test_run_finetuning", HERE / "test_run_finetuning.py"
+)
 import finetuning_test_helpers as helpers  # noqa: E402  (tests/tasks, put on the path by it)
 
 STEPS = 20
@@ -108,9 +103,8 @@ def _assert_same_weights(reference, resumed, what):
         assert np.array_equal(old, new), f"{what}: {new.path} differs"
 
 
-def test_twice_killed_run_ends_bitwise_as_the_uninterrupted_run(tmp_path):
-    from keras_bert_zoo.tasks import load_finetuned
-
+def _files(tmp_path):
+    """`(data_dir, checkpoint)`: the reviews and a tiny google-layout checkpoint."""
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     runner_test._write_reviews(data_dir / "reviews.tsv")
@@ -118,6 +112,13 @@ def test_twice_killed_run_ends_bitwise_as_the_uninterrupted_run(tmp_path):
         runner_test.SPECIALS + runner_test.FILLERS + list(runner_test.KEYWORDS.values()) + ["."]
     )
     checkpoint = helpers.write_tiny_checkpoint(tmp_path / "bert", vocabulary, layout="google")
+    return data_dir, checkpoint
+
+
+def test_twice_killed_run_ends_bitwise_as_the_uninterrupted_run(tmp_path):
+    from keras_bert_zoo.tasks import load_finetuned
+
+    data_dir, checkpoint = _files(tmp_path)
     reference_dir, resumed_dir = tmp_path / "uninterrupted", tmp_path / "resumed"
 
     # The uninterrupted run beside the killed ones (process start-up dominates both).
