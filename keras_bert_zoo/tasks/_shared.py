@@ -166,3 +166,84 @@ def strided_windows(lengths, room, stride: int):
         0,
     )
     return row_index, window_start, window_length
+
+
+# The byte order mark some editors put at the start of UTF-8 files; left in, it glues
+# itself to the first field of the first line.
+_BYTE_ORDER_MARK = "\ufeff"
+
+
+def read_tab_separated_fields(
+    path: str,
+    field_names: Sequence[str],
+    *,
+    encoding: str = "utf-8",
+    description: str = "transfer file",
+) -> list[tuple[str, tuple[str, ...]]]:
+    """`(source, fields)` for every non-blank line of `path`: the line's tab-separated
+    fields, which must be exactly one per name of `field_names`.
+
+    Lines end at `\\n` alone (a trailing `\\r` is dropped): `str.splitlines` would also
+    break at U+2028, form feeds and other separators that occur inside real texts.
+    Fields are kept as written (no stripping), so they are the file's texts exactly.
+
+    Args:
+        path: the file.
+        field_names: the names of the fields, in line order (for the error messages).
+        encoding: the file's text encoding.
+        description: what the file should hold, for the error messages.
+
+    Returns:
+        `("path:line", fields)` per non-blank line, in file order.
+
+    Raises:
+        FileNotFoundError: `path` does not exist (the message names it).
+        ValueError: the file holds no non-blank line (naming it), is not valid
+            `encoding` (naming the line), or a line has another number of fields
+            (`path:line: expected 2 tab-separated fields (question, context), found 1`).
+
+    Example:
+
+    ```python
+    from keras_bert_zoo.tasks._shared import read_tab_separated_fields
+
+    rows = read_tab_separated_fields("unlabelled.tsv", ("sentence1", "sentence2"))
+    rows[0]  # ("unlabelled.tsv:1", ("A man plays.", "Someone plays."))
+    ```
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such file (expected the {description})")
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ValueError(
+            f"{path}:{line}: byte {data[error.start]:#04x} at byte offset {error.start} is "
+            f"not valid {encoding}; pass the file's encoding (Task(encoding=...))"
+        ) from None
+    except LookupError:
+        raise ValueError(f"Unknown text encoding {encoding!r}") from None
+    names = tuple(field_names)
+    expected = (
+        f"{len(names)} tab-separated field{'s' if len(names) != 1 else ''} ({', '.join(names)})"
+    )
+    rows = []
+    for number, line in enumerate(text.removeprefix(_BYTE_ORDER_MARK).split("\n"), start=1):
+        line = line.removesuffix("\r")
+        if not line.strip():
+            continue
+        fields = tuple(line.split("\t"))
+        if len(fields) != len(names):
+            raise ValueError(
+                f"{path}:{number}: expected {expected}, found {len(fields)} (one example "
+                "per line, its fields separated by tabs)"
+            )
+        rows.append((f"{path}:{number}", fields))
+    if not rows:
+        raise ValueError(
+            f"{path}: the file is empty (expected the {description}: one example per line, "
+            f"{expected})"
+        )
+    return rows

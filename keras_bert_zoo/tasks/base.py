@@ -20,6 +20,9 @@ task.write_predictions(answers, ...)      -> the official prediction files
 task.serving_outputs(model, preprocessor) -> raw strings in, answers out, in TF ops (export)
 task.state() / task.load_state(state)     -> what a trained model needs from the task (label
                                              names read from the data), saved with it
+task.read_transfer_file(path)             -> unlabelled examples for a teacher to label
+task.soft_targets()                       -> how the teacher's outputs become soft targets
+                                             (a `SOFT_TARGET_KINDS` kind per output)
 ```
 
 The serving half of the contract is `Servable`, which `Task` extends and which the
@@ -71,6 +74,8 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.inputs import ENCODER_INPUT_NAMES
+from keras_bert_zoo.models import distillation as soft_targets
+from keras_bert_zoo.tasks._shared import read_tab_separated_fields
 
 # === Options and registry ===
 
@@ -167,6 +172,35 @@ SERVING_API_ANSWERS: Mapping[str, str] = {
     CLASSIFY_API: PROBABILITIES_ANSWER,
     REGRESS_API: SCORE_ANSWER,
 }
+
+# === Distillation: soft targets ===
+
+# How a teacher's output becomes the soft targets a student is trained on
+# (`Task.soft_targets`), one kind per model output:
+# * "classes": softmax over the last axis, one distribution per row: logits
+#   `[batch, num_classes]` (sentence classification) or `[batch, num_choices]`
+#   (multiple choice, a distribution over the choices).
+# * "labels": an independent sigmoid per unit of `[batch, num_labels]` logits
+#   (multi-label classification).
+# * "score": a regression score `[batch, 1]`, matched by squared error, without a
+#   temperature.
+# * "positions": softmax over the sequence axis of `[batch, seq_len]` logits, the
+#   padded positions (`input_mask == 0`) excluded (span heads: SQuAD start/end).
+# * "token_classes": softmax over the last axis at every position of
+#   `[batch, seq_len, num_classes]` logits, averaged over the real tokens
+#   (`input_mask == 1`) (tagging).
+SoftTargetKind = Literal["classes", "labels", "score", "positions", "token_classes"]
+
+# The names are the distillation losses' own (`models.distillation.KINDS`).
+SOFT_CLASSES: SoftTargetKind = soft_targets.CLASSES
+SOFT_LABELS: SoftTargetKind = soft_targets.LABELS
+SOFT_SCORE: SoftTargetKind = soft_targets.SCORE
+SOFT_POSITIONS: SoftTargetKind = soft_targets.POSITIONS
+SOFT_TOKEN_CLASSES: SoftTargetKind = soft_targets.TOKEN_CLASSES
+SOFT_TARGET_KINDS: tuple[str, ...] = soft_targets.KINDS
+
+# The example id of the n-th example (from 0) of `Task.read_transfer_file`.
+TRANSFER_EXAMPLE_ID = "transfer-{}"
 
 
 class Servable(abc.ABC):
@@ -446,6 +480,71 @@ class Task(Servable):
         not a sequence classification, or `transformers`' own guess."""
         return None
 
+    # === Distillation ===
+
+    def soft_targets(self) -> SoftTargetKind | dict[str, SoftTargetKind]:
+        """How a teacher's outputs become soft targets for a student of the same task.
+
+        Returns:
+            One kind of `SOFT_TARGET_KINDS` for a model with one output, or a dict
+            `{output_name: kind}` with the keys of the model's output dict (SQuAD:
+            `{"start_logits": "positions", "end_logits": "positions"}`). See the
+            `SOFT_*` constants for what each kind means.
+
+        Raises:
+            NotImplementedError: the task declares none (the default).
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} declares no soft targets; distillation needs them"
+        )
+
+    def read_transfer_file(self, path: str) -> list:
+        """Unlabelled in-domain examples for a teacher to label (distillation's transfer
+        set): one example per line, the task's `text_fields` separated by tabs.
+
+        The file is decoded with `self.encoding`; blank lines are skipped. Example `n`
+        (from 0) is `transfer-{n}` and has no label, as the task's own unlabelled test
+        examples, so `features(examples, preprocessor, training=False)` takes them. A
+        family may accept its own format as well (see its override).
+
+        Args:
+            path: the file.
+
+        Returns:
+            The examples, in file order.
+
+        Raises:
+            FileNotFoundError: `path` does not exist (the message names it).
+            ValueError: the file is empty (naming it), or a line has another number of
+                fields than `text_fields` (naming `path:line`, the number expected and
+                the field names), or an example is malformed (the family's check).
+        """
+        rows = read_tab_separated_fields(
+            path,
+            self.text_fields,
+            encoding=self.encoding,
+            description=f"{self.task_name} transfer file",
+        )
+        return [
+            self.transfer_example(TRANSFER_EXAMPLE_ID.format(n), fields, source)
+            for n, (source, fields) in enumerate(rows)
+        ]
+
+    def transfer_example(self, example_id: str, fields: tuple[str, ...], source: str):
+        """One unlabelled example from the `text_fields` of a transfer file's line.
+
+        Args:
+            example_id: the example's id (`transfer-{n}`).
+            fields: the line's texts, one per name of `text_fields`, in that order.
+            source: `"path:line"`, for error messages.
+
+        Raises:
+            NotImplementedError: the task reads no transfer files (the default).
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} reads no transfer files; distillation needs them"
+        )
+
     # === Serving (`serving_outputs`, `label_names`, `serving_api`: `Servable`'s) ===
 
     def description(self, tokenizer) -> dict[str, Any]:
@@ -487,8 +586,9 @@ def batched_dataset(
     repeat: bool | None = None,
     shuffle_buffer: int = 10_000,
     drop_remainder: bool | None = None,
+    features: tf.data.Dataset | None = None,
 ) -> tf.data.Dataset:
-    """Batches of the task's feature dicts.
+    """Batches of the task's feature dicts (of `examples`, or the given `features`).
 
     Training batches are cached after featurization, shuffled with `seed` (the same
     order in every run), repeated and drop the remainder, so the stream is a
@@ -498,7 +598,9 @@ def batched_dataset(
     """
     repeat = training if repeat is None else repeat
     drop_remainder = training if drop_remainder is None else drop_remainder
-    dataset = task.features(examples, preprocessor, training=training)
+    if features is None:
+        features = task.features(examples, preprocessor, training=training)
+    dataset = features
     if input_context is not None and input_context.num_input_pipelines > 1:
         dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
     if training:
@@ -517,10 +619,13 @@ def training_dataset_fn(
     global_batch_size: int,
     *,
     seed: int | None = None,
+    features_fn: Callable[[], tf.data.Dataset] | None = None,
+    shuffle_buffer: int = 10_000,
 ) -> Callable[[tf.distribute.InputContext | None], tf.data.Dataset]:
     """`fn(input_context)` yielding `(x, y)` or `(x, y, sample_weight)` batches of the
     per-replica size, for `strategy.distribute_datasets_from_function` (or called with
-    None without a strategy)."""
+    None without a strategy). `features_fn` makes the feature dicts instead of
+    `task.features(examples)` (distillation adds its unlabelled transfer set)."""
 
     def dataset_fn(input_context=None):
         batch_size = global_batch_size
@@ -534,6 +639,8 @@ def training_dataset_fn(
             training=True,
             seed=seed,
             input_context=input_context,
+            shuffle_buffer=shuffle_buffer,
+            features=None if features_fn is None else features_fn(),
         )
 
         def to_training_tuple(features):

@@ -48,7 +48,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.tasks._shared import features_in_batches, find_split_file, named_texts
-from keras_bert_zoo.tasks.base import Task, register_task
+from keras_bert_zoo.tasks.base import SOFT_CLASSES, SoftTargetKind, Task, register_task
 from keras_bert_zoo.tasks.multiple_choice.preprocessor import MultipleChoicePreprocessor
 from keras_bert_zoo.tasks.multiple_choice.reader import MultipleChoiceExample, read_choice_jsonl
 from keras_bert_zoo.utils.atomic import atomic_open
@@ -173,6 +173,11 @@ class MultipleChoiceTask(Task):
 
         return BertMultipleChoice(encoder, num_choices=self.num_choices)
 
+    def soft_targets(self) -> SoftTargetKind:
+        """`"classes"`: `BertMultipleChoice`'s `[batch, num_choices]` logits, a softmax
+        over the choices."""
+        return SOFT_CLASSES
+
     def loss(self):
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
@@ -250,6 +255,28 @@ class MultipleChoiceTask(Task):
             )
             for index, item in enumerate(texts)
         ]
+
+    def transfer_example(
+        self, example_id: str, fields: tuple[str, ...], source: str
+    ) -> MultipleChoiceExample:
+        """An unlabelled `MultipleChoiceExample` of a transfer line: the `text_fields`
+        separated by tabs (`multiple_choice`: `context`, `ending0`, ...; `swag`:
+        `sent1`, `sent2`, `ending0`, ..., `ending3`, an empty `sent2` allowed).
+
+        Args:
+            example_id: `transfer-{n}`.
+            fields: the texts, in `text_fields` order.
+            source: `"path:line"`, for the error.
+
+        Raises:
+            ValueError: naming `source` and the field, for an empty choice (the data
+                files' readers refuse them too).
+        """
+        item = self._item_fields(tuple(fields))
+        for index, choice in enumerate(item["choices"]):
+            if not choice.strip():
+                raise ValueError(f"{source}: ending{index} is empty")
+        return MultipleChoiceExample(example_id=example_id, label=None, source=source, **item)
 
     # === State ===
 

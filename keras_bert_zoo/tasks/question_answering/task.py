@@ -37,6 +37,7 @@ task.write_predictions(answers, dev, "out", "dev")
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import weakref
 from collections.abc import Mapping, Sequence
@@ -48,7 +49,14 @@ import tensorflow as tf
 from absl import logging
 
 from keras_bert_zoo.models import BertSpanLabeler
-from keras_bert_zoo.tasks.base import Task, TaskOption, register_task
+from keras_bert_zoo.tasks.base import (
+    SOFT_POSITIONS,
+    TRANSFER_EXAMPLE_ID,
+    SoftTargetKind,
+    Task,
+    TaskOption,
+    register_task,
+)
 from keras_bert_zoo.tasks.question_answering import metrics as official
 from keras_bert_zoo.tasks.question_answering.decoding import decode_spans, host_decoder
 from keras_bert_zoo.tasks.question_answering.features import (
@@ -92,7 +100,8 @@ VERSION_2_WITH_NEGATIVE = TaskOption(
     "extractive_qa: the data has unanswerable questions (SQuAD v2.0 rules).",
 )
 
-# preprocessor -> its tf.function, traced once for all the datasets built from it.
+# preprocessor -> {with_answers: its tf.function}, traced once for all the datasets
+# built from it.
 _FEATURIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 # Windows decoded per call in `postprocess`: bounds the [windows, seq, 30] score tensor.
@@ -208,6 +217,68 @@ class QuestionAnsweringTask(Task):
         )
         return examples
 
+    def read_transfer_file(self, path: str) -> list[QuestionAnsweringExample]:
+        """Unlabelled questions for a teacher to answer (distillation's transfer set).
+
+        Either one question per line, `question<TAB>context`, or (a path ending in
+        `.json`) a SQuAD-format JSON file read as the task's own files are, whose
+        answers, if any, are dropped: the teacher gives the targets. Example `n` (from
+        0) is `transfer-{n}`, without answers (`has_gold` false), as a SQuAD test
+        question.
+
+        Args:
+            path: the file.
+
+        Raises:
+            FileNotFoundError: `path` does not exist.
+            ValueError: naming `path:line` for a line without exactly two tab-separated
+                fields or with an empty question or context; the JSON reader's errors
+                for a malformed JSON file; an empty file.
+        """
+        if not path.lower().endswith(".json"):
+            return super().read_transfer_file(path)
+        # Unanswerable questions are allowed whatever the task's version: their
+        # answers are dropped anyway.
+        examples, _ = read_squad_json(
+            path, version_2_with_negative=True, training=False, encoding=self.encoding
+        )
+        if not examples:
+            raise ValueError(f"{path}: no questions (expected the {self.task_name} transfer file)")
+        return [
+            dataclasses.replace(
+                example,
+                example_id=TRANSFER_EXAMPLE_ID.format(n),
+                answers=(),
+                is_impossible=False,
+                plausible_answers=(),
+                has_gold=False,
+            )
+            for n, example in enumerate(examples)
+        ]
+
+    def transfer_example(
+        self, example_id: str, fields: tuple[str, ...], source: str
+    ) -> QuestionAnsweringExample:
+        """An unanswered `QuestionAnsweringExample` of a transfer line
+        `question<TAB>context`.
+
+        Args:
+            example_id: `transfer-{n}`, unique in the file.
+            fields: `(question, context)`.
+            source: `"path:line"`, for the error.
+
+        Raises:
+            ValueError: naming `source`, for an empty question or context (the JSON
+                reader refuses them too).
+        """
+        question, context = fields
+        for name, text in (("question", question), ("context", context)):
+            if not text.strip():
+                raise ValueError(f"{source}: empty {name}")
+        return QuestionAnsweringExample(
+            example_id=example_id, question=question, context=context, has_gold=False
+        )
+
     # === Features ===
 
     def make_preprocessor(self, tokenizer) -> SquadPreprocessor:
@@ -231,27 +302,35 @@ class QuestionAnsweringTask(Task):
         Every window keeps its labels (windows without the answer point at [CLS], as
         in the original) and the metadata decoding needs: `example_index` (the
         example's position in `examples`), `token_char_start`, `token_char_end`,
-        `token_is_max_context`.
+        `token_is_max_context`. When no example has gold answers (`has_gold`: test
+        questions, a transfer set) and `training` is false, the windows have no labels
+        (`label_keys`): pointing every window at [CLS] would read as "no answer".
+
+        Raises:
+            ValueError: no examples, or training examples none of which has gold
+                answers.
         """
         if not examples:
             raise ValueError(f"{self.task_name}: no examples to featurize")
-        spans = np.array([example.answer_span for example in examples], np.int64)
-        dataset = tf.data.Dataset.from_tensor_slices(
-            {
-                "question": [example.question for example in examples],
-                "context": [example.context for example in examples],
-                "answer_start": spans[:, 0],
-                "answer_end": spans[:, 1],
-                EXAMPLE_INDEX: np.arange(len(examples), dtype=np.int32),
-            }
-        )
+        labelled = any(example.has_gold for example in examples)
+        if training and not labelled:
+            raise ValueError(f"{self.task_name}: the training questions have no gold answers")
+        columns = {
+            "question": [example.question for example in examples],
+            "context": [example.context for example in examples],
+            EXAMPLE_INDEX: np.arange(len(examples), dtype=np.int32),
+        }
+        if labelled:
+            spans = np.array([example.answer_span for example in examples], np.int64)
+            columns["answer_start"] = spans[:, 0]
+            columns["answer_end"] = spans[:, 1]
+        dataset = tf.data.Dataset.from_tensor_slices(columns)
 
-        featurize = self._featurizer(preprocessor)
+        featurize = self._featurizer(preprocessor, with_answers=labelled)
 
         def to_windows(batch):
-            windows = featurize(
-                batch["question"], batch["context"], batch["answer_start"], batch["answer_end"]
-            )
+            answers = (batch["answer_start"], batch["answer_end"]) if labelled else ()
+            windows = featurize(batch["question"], batch["context"], *answers)
             windows[EXAMPLE_INDEX] = tf.gather(batch[EXAMPLE_INDEX], windows[EXAMPLE_INDEX])
             return windows
 
@@ -260,26 +339,35 @@ class QuestionAnsweringTask(Task):
         )
         return dataset.unbatch()
 
-    def _featurizer(self, preprocessor):
+    def _featurizer(self, preprocessor, *, with_answers: bool = True):
         """`preprocessor` as a tf.function traced once: every dataset built from it
-        (training, evaluation, prediction) reuses the trace."""
-        featurize = _FEATURIZERS.get(preprocessor)
+        (training, evaluation, prediction) reuses the trace. `with_answers`: it takes
+        the answers' character spans and makes the labels; without, only the texts."""
+        featurizers = _FEATURIZERS.setdefault(preprocessor, {})
+        featurize = featurizers.get(with_answers)
         if featurize is None:
             strings = tf.TensorSpec([None], tf.string)
             offsets = tf.TensorSpec([None], tf.int64)
+            if with_answers:
 
-            @tf.function(input_signature=[strings, strings, offsets, offsets])
-            def featurize(question, context, answer_start, answer_end):
-                return preprocessor(
-                    {
-                        "question": question,
-                        "context": context,
-                        "answer_start": answer_start,
-                        "answer_end": answer_end,
-                    }
-                )
+                @tf.function(input_signature=[strings, strings, offsets, offsets])
+                def featurize(question, context, answer_start, answer_end):
+                    return preprocessor(
+                        {
+                            "question": question,
+                            "context": context,
+                            "answer_start": answer_start,
+                            "answer_end": answer_end,
+                        }
+                    )
 
-            _FEATURIZERS[preprocessor] = featurize
+            else:
+
+                @tf.function(input_signature=[strings, strings])
+                def featurize(question, context):
+                    return preprocessor({"question": question, "context": context})
+
+            featurizers[with_answers] = featurize
         return featurize
 
     def split_features(self, features: Mapping[str, tf.Tensor]):
@@ -294,6 +382,12 @@ class QuestionAnsweringTask(Task):
 
     def build_model(self, encoder) -> BertSpanLabeler:
         return BertSpanLabeler(encoder)
+
+    def soft_targets(self) -> dict[str, SoftTargetKind]:
+        """`"positions"` for each of `BertSpanLabeler`'s outputs, `start_logits` and
+        `end_logits` (`[windows, seq_len]`; their padded positions are not masked in
+        the logits, so the softmax must exclude them)."""
+        return {"start_logits": SOFT_POSITIONS, "end_logits": SOFT_POSITIONS}
 
     def loss(self):
         return {

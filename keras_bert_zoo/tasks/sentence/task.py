@@ -34,7 +34,11 @@ from keras_bert_zoo.tasks.base import (
     PROBABILITIES_ANSWER,
     REGRESS_API,
     SCORE_ANSWER,
+    SOFT_CLASSES,
+    SOFT_LABELS,
+    SOFT_SCORE,
     ServingApi,
+    SoftTargetKind,
     Task,
     TaskOption,
 )
@@ -257,6 +261,23 @@ class SentenceTask(Task):
             )
         return examples
 
+    def transfer_example(
+        self, example_id: str, fields: tuple[str, ...], source: str
+    ) -> SentenceExample:
+        """An unlabelled `SentenceExample` of the texts of a transfer file's line
+        (`read_transfer_file`: `text_fields` separated by tabs, whatever the labels are:
+        one class, several or a score).
+
+        Args:
+            example_id: `transfer-{n}`.
+            fields: the texts, in `text_fields` order.
+            source: `"path:line"`.
+        """
+        # The id as the index: unique, which is all a prediction record asks of it.
+        return SentenceExample(
+            example_id=example_id, texts=tuple(fields), index=example_id, source=source
+        )
+
     # === Features ===
 
     def make_preprocessor(self, tokenizer):
@@ -394,6 +415,14 @@ class SentenceTask(Task):
             # On logits: a positive logit is a probability above 0.5.
             return [keras.metrics.BinaryAccuracy(name="binary_accuracy", threshold=0.0)]
         return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+
+    def soft_targets(self) -> SoftTargetKind:
+        """`"score"` for a regression, `"labels"` (a sigmoid each) for multi-label,
+        `"classes"` (softmax over the labels) otherwise: `BertClassifier`'s one output,
+        `[batch, num_outputs]` (one row per window of a windowed text)."""
+        if self.is_regression:
+            return SOFT_SCORE
+        return SOFT_LABELS if self.is_multi_label else SOFT_CLASSES
 
     # === Answers ===
 

@@ -56,6 +56,16 @@ def _blank_fields(line: str) -> list[str]:
     return _BLANKS.split(line) if line else []
 
 
+def split_blank_separated(text: str) -> list[str]:
+    """The words of `text` separated by runs of spaces and tabs, as the columns of a
+    line (a no-break or ideographic space stays inside its word).
+
+    Args:
+        text: one sentence, its words separated by blanks.
+    """
+    return _blank_fields(text)
+
+
 def _fields(line: str, delimiter: str) -> list[str]:
     if delimiter == "tab":
         return [field.strip() for field in line.split("\t")]

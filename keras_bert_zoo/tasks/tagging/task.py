@@ -69,7 +69,14 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.tasks._shared import features_in_batches, find_split_file, named_texts
-from keras_bert_zoo.tasks.base import Task, TaskOption, register_task
+from keras_bert_zoo.tasks.base import (
+    SOFT_TOKEN_CLASSES,
+    TRANSFER_EXAMPLE_ID,
+    SoftTargetKind,
+    Task,
+    TaskOption,
+    register_task,
+)
 from keras_bert_zoo.tasks.tagging.metrics import (
     IGNORED_LABEL,
     OUTSIDE,
@@ -79,7 +86,12 @@ from keras_bert_zoo.tasks.tagging.metrics import (
     detect_tag_scheme,
 )
 from keras_bert_zoo.tasks.tagging.preprocessor import TaggingPreprocessor, split_words
-from keras_bert_zoo.tasks.tagging.reader import DOCUMENT_START, TaggedSentence, read_column_file
+from keras_bert_zoo.tasks.tagging.reader import (
+    DOCUMENT_START,
+    TaggedSentence,
+    read_column_file,
+    split_blank_separated,
+)
 from keras_bert_zoo.tasks.tagging.spans import entity_spans, word_logits
 from keras_bert_zoo.text.offsets import valid_utf8
 from keras_bert_zoo.utils.atomic import atomic_open
@@ -235,6 +247,73 @@ class TokenClassificationTask(Task):
             self._examples_cache[split] = self._read_file(split, tags, self._tags_source())
         return list(self._examples_cache[split])
 
+    # The file names `read_transfer_file` reads as column files rather than lines.
+    transfer_column_suffixes = (".conll",)
+
+    def read_transfer_file(self, path: str) -> list[TaggedSentence]:
+        """Untagged sentences for a teacher to tag (distillation's transfer set).
+
+        Either one sentence per line, its words separated by spaces (the single field
+        `sentence`: a tab in a line is an error), or (a path ending in `.conll`) a
+        column file read as the task's own files are (one word per line, blank lines
+        between sentences, `word_column`/`tag_column`; a file of one column is words
+        alone), whose tags, if any, are dropped: the teacher gives the targets.
+        Example `n` (from 0) is `transfer-{n}`, without tags (`tags` None), as an
+        unlabelled test sentence.
+
+        Words are taken as written: to match the training data, write them as it does
+        (CoNLL-2003 makes punctuation a word of its own: `EU rejects German call .`).
+
+        Args:
+            path: the file.
+
+        Raises:
+            FileNotFoundError: `path` does not exist.
+            ValueError: naming `path:line`, for a line holding a tab, or a column file's
+                malformed line; an empty file (naming it).
+        """
+        if not path.lower().endswith(self.transfer_column_suffixes):
+            return super().read_transfer_file(path)
+        sentences = read_column_file(
+            path,
+            "transfer",
+            encoding=self.encoding,
+            allow_unlabelled=True,
+            **self._column_options(),
+        )
+        if not sentences:
+            raise ValueError(f"{path}: no sentences (expected the {self.task_name} transfer file)")
+        return [
+            TaggedSentence(
+                example_id=TRANSFER_EXAMPLE_ID.format(n),
+                words=sentence.words,
+                tags=None,
+                documents_before=sentence.documents_before,
+                source=sentence.source,
+            )
+            for n, sentence in enumerate(sentences)
+        ]
+
+    def transfer_example(
+        self, example_id: str, fields: tuple[str, ...], source: str
+    ) -> TaggedSentence:
+        """An untagged `TaggedSentence` of a transfer line: its words are separated by
+        runs of spaces (as the column files' fields; a no-break space stays in its
+        word).
+
+        Args:
+            example_id: `transfer-{n}`.
+            fields: `(sentence,)`.
+            source: `"path:line"`.
+        """
+        (sentence,) = fields
+        return TaggedSentence(
+            example_id=example_id,
+            words=tuple(split_blank_separated(sentence)),
+            tags=None,
+            source=source,
+        )
+
     # === Features ===
 
     def make_preprocessor(self, tokenizer) -> TaggingPreprocessor:
@@ -278,6 +357,12 @@ class TokenClassificationTask(Task):
         from keras_bert_zoo.models import BertTokenClassifier
 
         return BertTokenClassifier(encoder, num_classes=len(self.tags))
+
+    def soft_targets(self) -> SoftTargetKind:
+        """`"token_classes"`: `BertTokenClassifier`'s `[windows, seq_len, num_tags]`
+        logits, a softmax over the tags at every real token (`input_mask == 1`), not
+        only at the words' first pieces that the hard labels sit on."""
+        return SOFT_TOKEN_CLASSES
 
     def loss(self):
         # Labels are -1 except on each word's first piece in its chosen window:
