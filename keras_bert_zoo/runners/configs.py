@@ -284,3 +284,111 @@ def define_pretraining_flags(flag_values=None) -> None:
 def config_from_pretraining_flags(flag_values=None) -> PretrainingConfig:
     """A `PretrainingConfig` from parsed flags."""
     return PretrainingConfig(**settings.flag_values_of(PretrainingConfig, flag_values))
+
+
+# === Distillation ===
+
+DISTILLATION_MODES = ("train", "train_and_eval")
+# Fine-tuning fields the teacher decides: not flags of run_distillation.
+DISTILLATION_EXCLUDED = ("task", "init_checkpoint")
+
+
+@dataclasses.dataclass
+class DistillationConfig(FinetuningConfig):
+    """Every setting of a distillation run: a student of `teacher` (a fine-tuned model)
+    trained on the teacher's task. The fine-tuning fields keep their meaning (the task's
+    data and options, the training core, the evaluation); `task` and `init_checkpoint`
+    are the teacher's. The output directory is a fine-tuning run's: `run_finetuning
+    --mode=eval|predict|export` and `export_saved_model.py` take it as it is."""
+
+    teacher: str | None = setting(
+        None,
+        help="The teacher: a fine-tuned directory (finetuned/, best/) or a fine-tuning run's "
+        "--output_dir, of any task.",
+    )
+    student: str | None = setting(
+        None,
+        help="Where the student starts when it is not the teacher's own layers: a preset "
+        "(random weights of that architecture) or any checkpoint --init_checkpoint accepts "
+        "(its vocabulary must be the teacher's; the hidden size may differ).",
+    )
+    student_layers: str | None = setting(
+        None,
+        help="The student is the teacher with these of its blocks (DistilBERT's "
+        "initialization): indices (0,2,4) or a count (3: evenly spaced from the first). "
+        "Default: half the teacher's blocks, when --student is not given.",
+    )
+    transfer_file: str | None = setting(
+        None,
+        help="Unlabelled in-domain text the teacher labels, one example a line (the task's "
+        "text fields separated by tabs): trained on the soft targets and intermediate "
+        "losses only.",
+    )
+    temperature: float = setting(
+        2.0, help="Softmax temperature of the soft targets (the loss is scaled by T^2)."
+    )
+    hard_label_weight: float = setting(
+        1.0, help="Weight of the task's own loss on the labels.", lower_bound=0.0
+    )
+    soft_target_weight: float = setting(
+        1.0,
+        help="Weight of the soft-target loss: KL to the teacher's temperature-scaled "
+        "distributions (per position for span and tag heads, over the choices for multiple "
+        "choice), or squared error to its score (regression).",
+        lower_bound=0.0,
+    )
+    hidden_state_weight: float = setting(
+        0.0,
+        help="Weight of the hidden-state loss: MSE between mapped blocks' outputs, through a "
+        "learned projection when the widths differ (TinyBERT).",
+        lower_bound=0.0,
+    )
+    attention_weight: float = setting(
+        0.0,
+        help="Weight of the attention loss: KL between mapped blocks' attention "
+        "distributions (TinyBERT, MiniLM).",
+        lower_bound=0.0,
+    )
+    layer_map: str | None = setting(
+        None,
+        help="student:teacher block pairs of the intermediate losses, e.g. 0:1,1:3,2:5 "
+        "(default: uniform, the last block to the last block).",
+    )
+    mode: str = setting(
+        "train_and_eval",
+        help="train | train_and_eval (periodic evaluation of the student, best export). "
+        "Evaluate, predict or export the result with run_finetuning.py.",
+        choices=DISTILLATION_MODES,
+    )
+    # The teacher's learning rate regime suits a student that starts from its layers.
+    learning_rate: float = 5e-5
+
+
+def distillation_flag_names() -> list[str]:
+    """The names of the binary's flags that map to `DistillationConfig` fields."""
+    return [
+        name
+        for name in settings.flag_names(DistillationConfig)
+        if name not in DISTILLATION_EXCLUDED
+    ]
+
+
+def define_distillation_flags(flag_values=None) -> None:
+    """Defines the binary's flags: one per `DistillationConfig` field, and one per task
+    option (`tasks.all_task_options()`)."""
+    from absl import flags
+
+    flag_values = flags.FLAGS if flag_values is None else flag_values
+    settings.define_flags(DistillationConfig, flag_values, exclude=DISTILLATION_EXCLUDED)
+    for option in base.all_task_options().values():
+        settings.define_value_flag(
+            flag_values, option.name, option.default, f"[task option] {option.help}", option.choices
+        )
+
+
+def config_from_distillation_flags(flag_values=None) -> DistillationConfig:
+    """A `DistillationConfig` from parsed flags (task options given on the command line
+    in `task_options`)."""
+    values = settings.flag_values_of(DistillationConfig, flag_values)
+    values["task_options"] = explicit_flag_values(flag_values).get("task_options", {})
+    return DistillationConfig(**values)

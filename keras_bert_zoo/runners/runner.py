@@ -339,7 +339,9 @@ class Runner:
         training_seconds = time.time() - training_start
 
         final, step, source = job.final_model(model, training.step)
-        eval_results = self.final_evaluation(final, step, source, trained=final is model)
+        # "final": the model trained, or the part of it the job reports (a distiller's
+        # student), whose last periodic evaluation may stand.
+        eval_results = self.final_evaluation(final, step, source, trained=source == "final")
         return RunResult(
             model=final,
             trained_model=model,

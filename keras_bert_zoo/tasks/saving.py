@@ -114,6 +114,20 @@ def task_from_description(description: dict[str, Any], data_dir: str | None = No
     return task
 
 
+def finetuned_tokenizer(directory: str, description: dict[str, Any]):
+    """The tokenizer of a fine-tuned directory (its `vocab.txt` and `task.json`'s casing
+    and word-length limit), without loading its model."""
+    from keras_bert_zoo.text import BertTokenizer
+    from keras_bert_zoo.text.tokenizer import HUGGING_FACE_MAX_CHARS_PER_WORD
+
+    return BertTokenizer(
+        os.path.join(os.fspath(directory), VOCAB_FILE),
+        lowercase=description["lowercase"],
+        # Directories written before the limit was recorded were tokenized with 100.
+        max_chars_per_token=description.get("max_chars_per_token", HUGGING_FACE_MAX_CHARS_PER_WORD),
+    )
+
+
 def load_finetuned(directory: str, data_dir: str | None = None) -> FinetunedModel:
     """Reads a directory written by `save_finetuned`.
 
@@ -121,21 +135,13 @@ def load_finetuned(directory: str, data_dir: str | None = None) -> FinetunedMode
         directory: the directory.
         data_dir: where the task reads data from in this run (eval/predict), or None.
     """
-    from keras_bert_zoo.text import BertTokenizer
-    from keras_bert_zoo.text.tokenizer import HUGGING_FACE_MAX_CHARS_PER_WORD
-
     directory = os.fspath(directory)
     description = read_task_description(directory)
     for name in (MODEL_FILE, VOCAB_FILE):
         if not os.path.isfile(os.path.join(directory, name)):
             raise FileNotFoundError(f"{directory}: no {name}")
     task = task_from_description(description, data_dir=data_dir)
-    tokenizer = BertTokenizer(
-        os.path.join(directory, VOCAB_FILE),
-        lowercase=description["lowercase"],
-        # Directories written before the limit was recorded were tokenized with 100.
-        max_chars_per_token=description.get("max_chars_per_token", HUGGING_FACE_MAX_CHARS_PER_WORD),
-    )
+    tokenizer = finetuned_tokenizer(directory, description)
     model = load_inference_model(os.path.join(directory, MODEL_FILE))
     preprocessor = task.make_preprocessor(tokenizer)
     return FinetunedModel(task, model, tokenizer, preprocessor, directory)

@@ -31,6 +31,14 @@ def _help(flag) -> str:
 JOBS = {
     "run_finetuning": (finetuning.define_flags, configs.FinetuningConfig),
     "run_pretraining": (pretraining.define_flags, pretraining.PretrainingConfig),
+    "run_distillation": (configs.define_distillation_flags, configs.DistillationConfig),
+}
+# The fields that are no flag of a job: gathered from other flags, or decided by the
+# teacher (distillation).
+NOT_FLAGS = {
+    "run_finetuning": {"task_options"},
+    "run_pretraining": set(),
+    "run_distillation": {"task_options", *configs.DISTILLATION_EXCLUDED},
 }
 
 
@@ -40,7 +48,7 @@ def test_every_flag_comes_from_a_config_field_with_its_help(tool):
     flag_values = flags.FlagValues()
     define_flags(flag_values)
     fields = {field.name: field for field in dataclasses.fields(config_class)}
-    options = tasks.all_task_options() if tool == "run_finetuning" else {}
+    options = tasks.all_task_options() if tool != "run_pretraining" else {}
     defined = set(flag_values)
     assert defined, tool
     for name in defined:
@@ -56,7 +64,7 @@ def test_every_flag_comes_from_a_config_field_with_its_help(tool):
         expected = list(default) if isinstance(default, tuple) else default
         assert flag.default == expected, name
     # Every field is a flag, except the settings gathered from other flags.
-    assert set(fields) - defined == ({"task_options"} if tool == "run_finetuning" else set())
+    assert set(fields) - defined == NOT_FLAGS[tool]
     # The training core's fields are flags of both jobs, with their help.
     for name in settings.flag_names(training_flags.TrainingOptions):
         assert (
@@ -121,6 +129,7 @@ def _flags_in(section: str, tool: str) -> set[str]:
     [
         ("run_finetuning", ("Fine-tuning", "Training on several machines")),
         ("run_pretraining", ("Pretraining",)),
+        ("run_distillation", ("Distillation",)),
     ],
 )
 def test_every_flag_the_readme_names_is_a_flag_of_the_job(tool, titles):

@@ -27,10 +27,11 @@ STEPS = 16
 _environment = child_process.environment
 
 
-def _run(args, kill_after_step=None, timeout=300):
-    """Runs the binary; with `kill_after_step`, SIGKILLs it once it logged that step."""
+def _run(args, kill_after_step=None, timeout=300, binary=BINARY):
+    """Runs the binary (run_finetuning.py unless given); with `kill_after_step`, SIGKILLs
+    it once it logged that step."""
     process = subprocess.Popen(
-        [sys.executable, str(BINARY), *args],
+        [sys.executable, str(binary), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -1,0 +1,429 @@
+"""The distillation job: a smaller student of a fine-tuned teacher, on the runner's
+skeleton (`runners/runner.py`), for any task family.
+
+`run_distillation(DistillationConfig(teacher=..., output_dir=...))` reads the teacher's
+task from its `task.json`, builds the student (the teacher's own encoder with a subset
+of its blocks, a preset, or any checkpoint `--init_checkpoint` accepts), and trains it
+with `models.distillation.TaskDistiller`: the task's loss on the labels, the teacher's
+soft targets computed in the same step, optionally hidden-state and attention losses.
+Rows of `--transfer_file` (unlabelled in-domain text) train on the teacher's outputs
+alone.
+
+It is a `FinetuningJob` whose model is the distiller: the data, the evaluation of the
+student, the best export and the output directory are fine-tuning's, so the result is
+an ordinary fine-tuned directory (`finetuned/`, `best/`, `eval_results.json`,
+checkpoints with exact resume) that `run_finetuning --mode=eval|predict|export`,
+`export_saved_model.py --finetuned_dir` and every serving path take as it is.
+`eval_results.json` also holds the teacher's evaluation on the same splits and the
+student's primary metric as a fraction of the teacher's.
+
+Example:
+
+```python
+from keras_bert_zoo.runners.distillation import DistillationConfig, run_distillation
+
+result = run_distillation(DistillationConfig(
+    teacher="/tmp/sst2/finetuned", data_dir="glue_data/SST-2", student_layers="3",
+    transfer_file="unlabelled_reviews.txt", output_dir="/tmp/sst2_student"))
+print(result.eval_results["dev"]["accuracy"])
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from typing import Any
+
+from keras_bert_zoo.runners import finetuning, run_dir, sources
+from keras_bert_zoo.runners.configs import (
+    DistillationConfig,
+    config_from_distillation_flags,
+    define_distillation_flags,
+)
+from keras_bert_zoo.runners.runner import Runner, RunResult
+from keras_bert_zoo.tasks import base, run_outputs
+from keras_bert_zoo.tasks.saving import finetuned_tokenizer, read_task_description
+from keras_bert_zoo.utils.atomic import write_json_atomically
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "DISTILLATION_FILE",
+    "DistillationConfig",
+    "DistillationJob",
+    "DistillationResult",
+    "config_from_distillation_flags",
+    "define_distillation_flags",
+    "parse_layer_map",
+    "parse_student_layers",
+    "run_distillation",
+    "summary",
+]
+
+# The run's distillation settings: a resumed run must be the same distillation.
+DISTILLATION_FILE = "distillation.json"
+_FINGERPRINT_KEYS = (
+    "teacher",
+    "student",
+    "student_layers",
+    "transfer_file",
+    "temperature",
+    "hard_label_weight",
+    "soft_target_weight",
+    "hidden_state_weight",
+    "attention_weight",
+    "layer_map",
+)
+
+
+# === Flags that name layers ===
+
+
+def parse_student_layers(value: str | None, num_teacher_layers: int) -> list[int]:
+    """`--student_layers`: indices (`"0,2,4"`) or a count (`"3"`, evenly spaced from the
+    first); None keeps half the teacher's blocks."""
+    from keras_bert_zoo.models.distillation import evenly_spaced_layers
+
+    if value is None or not str(value).strip():
+        return evenly_spaced_layers(num_teacher_layers, max(1, num_teacher_layers // 2))
+    text = str(value).strip()
+    try:
+        numbers = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise ValueError(
+            f"--student_layers={text}: expected block indices (0,2,4) or a count (3)"
+        ) from None
+    if "," not in text:
+        count = numbers[0]
+        if not 1 <= count <= num_teacher_layers:
+            raise ValueError(
+                f"--student_layers={text}: a count from 1 to the teacher's {num_teacher_layers} "
+                "blocks"
+            )
+        return evenly_spaced_layers(num_teacher_layers, count)
+    bad = [n for n in numbers if not 0 <= n < num_teacher_layers]
+    if bad or len(set(numbers)) != len(numbers):
+        raise ValueError(
+            f"--student_layers={text}: distinct block indices from 0 to "
+            f"{num_teacher_layers - 1} (the teacher has {num_teacher_layers} blocks)"
+        )
+    return numbers
+
+
+def parse_layer_map(value: str | None) -> list[tuple[int, int]] | None:
+    """`--layer_map=0:1,1:3,2:5` as `[(0, 1), (1, 3), (2, 5)]` (None: the default)."""
+    if value is None or not str(value).strip():
+        return None
+    pairs = []
+    for part in str(value).split(","):
+        student, colon, teacher = part.strip().partition(":")
+        if not colon or not student.strip().isdigit() or not teacher.strip().isdigit():
+            raise ValueError(
+                f"--layer_map={value}: expected student:teacher block pairs, e.g. 0:1,1:3,2:5 "
+                f"(got {part.strip()!r})"
+            )
+        pairs.append((int(student), int(teacher)))
+    return pairs
+
+
+# === The job ===
+
+
+class DistillationJob(finetuning.FinetuningJob):
+    """Distils `config.teacher` into a student (see the module docstring)."""
+
+    modes = ("train", "train_and_eval")
+
+    def check_inputs(self) -> None:
+        config = self.config
+        if not config.teacher:
+            raise ValueError(
+                "--teacher is required: a fine-tuned directory (finetuned/, best/) or a "
+                "fine-tuning run's --output_dir"
+            )
+        if config.student and config.student_layers:
+            raise ValueError(
+                "pass --student (a preset or checkpoint) or --student_layers (the teacher's "
+                "own blocks), not both"
+            )
+        if config.transfer_file and not os.path.isfile(config.transfer_file):
+            raise FileNotFoundError(f"--transfer_file={config.transfer_file}: no such file")
+        parse_layer_map(config.layer_map)
+        if config.student_layers:
+            parse_student_layers(config.student_layers, 10**6)  # the syntax, before TF
+
+    # --- Data, the teacher's task and tokenizer ---
+
+    def prepare(self, strategy) -> None:
+        config = self.config
+        teacher = sources.resolve_weight_source(config.teacher, flag="--teacher")
+        if teacher.kind != sources.FINETUNED:
+            raise ValueError(
+                f"--teacher={config.teacher} is a {teacher.kind.replace('_', ' ')}, not a "
+                "fine-tuned model: give a directory run_finetuning.py wrote (model.keras, "
+                "vocab.txt, task.json) or its --output_dir"
+            )
+        self.teacher_source = teacher
+        description = read_task_description(teacher.path)
+        run_outputs.check_saved_task(config, description, teacher.path)
+        self.tokenizer = finetuned_tokenizer(teacher.path, description)
+        sources.check_same_vocabulary(config.vocab_file, self.tokenizer, teacher.path)
+        self.task = task = run_outputs.create_task(description["task_name"], config, description)
+        self.soft_targets = task.soft_targets()
+        splits = task.split_names()
+        logger.info("Reading %s: %s", task.task_name, ", ".join(splits["train"] + splits["eval"]))
+        train_sets = run_outputs.read_splits(task, splits["train"])
+        self.train_examples = [example for examples in train_sets.values() for example in examples]
+        self._read_eval_sets()
+        self.preprocessor = task.make_preprocessor(self.tokenizer)
+        self.transfer_examples = (
+            task.read_transfer_file(config.transfer_file) if config.transfer_file else []
+        )
+        self.num_training_features = task.count_training_features(
+            self.train_examples, self.preprocessor
+        )
+        if self.transfer_examples:
+            self.num_training_features += task.count_training_features(
+                self.transfer_examples, self.preprocessor
+            )
+        self.steps_per_epoch = self.num_training_features / config.train_batch_size
+        self.student_source = (
+            sources.resolve_weight_source(config.student, flag="--student")
+            if config.student
+            else None
+        )
+        if self.student_source is not None and self.student_source.vocab_file:
+            self._check_student_vocabulary(self.student_source)
+        self.teacher_results: dict[str, Any] | None = None
+
+    def _check_student_vocabulary(self, source) -> None:
+        from keras_bert_zoo.text.vocab import load_vocab
+
+        if load_vocab(source.vocab_file) != self.tokenizer.get_vocabulary():
+            raise ValueError(
+                f"--student={self.config.student}: its vocabulary {source.vocab_file} is not "
+                f"the teacher's ({self.teacher_source.path}); the student reads the teacher's "
+                "token ids"
+            )
+
+    def _training_set(self) -> str:
+        text = f"{len(self.train_examples)} training examples"
+        if self.transfer_examples:
+            text += f" and {len(self.transfer_examples)} unlabelled transfer examples"
+        if self.task.training_unit:
+            text += f" in {self.num_training_features} {self.task.training_unit}"
+        return text
+
+    # --- The model: the distiller around the teacher and the student ---
+
+    def build_model(self):
+        from keras_bert_zoo.models.distillation import TaskDistiller, layer_subset_student
+        from keras_bert_zoo.tasks.saving import load_finetuned
+
+        config = self.config
+        self.teacher_model = teacher = load_finetuned(
+            self.teacher_source.path, data_dir=config.data_dir
+        ).model
+        num_teacher_layers = len(teacher.encoder.transformer_layers)
+        if self.student_source is None:
+            self.student_layers = parse_student_layers(config.student_layers, num_teacher_layers)
+            student = layer_subset_student(teacher, self.student_layers, self.task.build_model)
+            description = f"the teacher's blocks {self.student_layers}"
+        else:
+            student = self._student_from_source(teacher)
+            description = self.student_source.given
+        logger.info(
+            "Student: %s (%d of the teacher's %d blocks, hidden size %d of %d)",
+            description,
+            len(student.encoder.transformer_layers),
+            num_teacher_layers,
+            student.encoder.hidden_size,
+            teacher.encoder.hidden_size,
+        )
+        return TaskDistiller(
+            teacher,
+            student,
+            self.soft_targets,
+            temperature=config.temperature,
+            hard_label_weight=config.hard_label_weight,
+            soft_target_weight=config.soft_target_weight,
+            hidden_state_weight=config.hidden_state_weight,
+            attention_weight=config.attention_weight,
+            layer_map=parse_layer_map(config.layer_map),
+        )
+
+    def _student_from_source(self, teacher):
+        from keras_bert_zoo.checkpoints import load_weights
+        from keras_bert_zoo.models import BertEncoder
+
+        source = self.student_source
+        bert_config = source.bert_config
+        vocab_size = self.tokenizer.vocabulary_size()
+        if source.kind == sources.PRESET:
+            # A preset is an architecture: it reads the teacher's vocabulary.
+            bert_config = dataclasses.replace(bert_config, vocab_size=vocab_size)
+        elif bert_config.vocab_size < vocab_size:
+            raise ValueError(
+                f"--student={source.given}: its word-embedding table has "
+                f"{bert_config.vocab_size} rows, the teacher's vocabulary {vocab_size} tokens"
+            )
+        student = self.task.build_model(
+            BertEncoder.from_bert_config(bert_config, dtype=teacher.encoder.dtype_policy)
+        )
+        initializer = source.encoder_initializer()
+        if isinstance(initializer, str):
+            logger.info(
+                "Student from %s: %s", initializer, load_weights(student, initializer).summary()
+            )
+        elif initializer is not None:
+            initializer(student)
+        return student
+
+    def initializer(self):
+        return None  # the student's weights are set when it is built
+
+    def record_run(self, *, write: bool) -> None:
+        super().record_run(write=write)
+        settings = {key: getattr(self.config, key) for key in _FINGERPRINT_KEYS}
+        settings["teacher"] = self.teacher_source.path
+        path = os.path.join(self.output_dir, DISTILLATION_FILE)
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                saved = json.load(f)
+            run_dir.check_same_run(path, saved, settings, _FINGERPRINT_KEYS)
+        if write:
+            write_json_atomically(path, settings)
+
+    def dataset_fn(self):
+        config = self.config
+        return base.training_dataset_fn(
+            self.task,
+            self.train_examples,
+            self.preprocessor,
+            config.train_batch_size,
+            seed=config.seed,
+            features_fn=self._training_features,
+            shuffle_buffer=max(10_000, self.num_training_features),
+        )
+
+    def _training_features(self):
+        """The labelled features (`sample_weight` 1) and the transfer set's (its labels
+        zeros, `sample_weight` 0: the task's loss skips them, the teacher's do not)."""
+        import tensorflow as tf
+
+        task = self.task
+        labelled = task.features(self.train_examples, self.preprocessor, training=True)
+        spec = labelled.element_spec
+        labels = [key for key in task.label_keys if key in spec]
+        kept = set(task.model_input_names()) | set(labels)
+
+        def weighted(weight):
+            def add_weight(features):
+                features = dict(features)
+                given = features.get("sample_weight")
+                features = {key: features[key] for key in kept if key in features}
+                for key in kept - set(features):  # a transfer row's labels
+                    features[key] = tf.zeros(spec[key].shape, spec[key].dtype)
+                if given is not None:
+                    weight_of_row = tf.cast(given, tf.float32) * weight
+                elif len(labels) == 1 and spec[labels[0]].shape.rank:
+                    # Per-position labels (tags): Keras weighs each position.
+                    weight_of_row = tf.fill(spec[labels[0]].shape, weight)
+                else:
+                    weight_of_row = weight
+                features["sample_weight"] = weight_of_row
+                return features
+
+            return add_weight
+
+        labelled = labelled.map(weighted(tf.constant(1.0)))
+        if not self.transfer_examples:
+            return labelled
+        transfer = task.features(self.transfer_examples, self.preprocessor, training=False)
+        return labelled.concatenate(transfer.map(weighted(tf.constant(0.0))))
+
+    # --- Evaluation: the student's, beside the teacher's ---
+
+    @staticmethod
+    def _student(model):
+        from keras_bert_zoo.models.distillation import TaskDistiller
+
+        return model.student if isinstance(model, TaskDistiller) else model
+
+    def evaluate(self, model):
+        if self.teacher_results is None:
+            logger.info("Evaluating the teacher (%s)", self.teacher_source.path)
+            self.teacher_results, _ = run_outputs.evaluate_splits(
+                self.task,
+                self.teacher_model,
+                self.preprocessor,
+                self.eval_sets,
+                self.config.eval_batch_size,
+            )
+        return super().evaluate(self._student(model))
+
+    def eval_record(self, step, results, history, model_source: str) -> dict[str, Any]:
+        record = super().eval_record(step, results, history, model_source)
+        primary = self.task.primary_metric
+        record["teacher"] = {"model": self.teacher_source.path, "results": self.teacher_results}
+        record["fraction_of_teacher"] = {
+            split: metrics[primary] / self.teacher_results[split][primary]
+            for split, metrics in results.items()
+            if self.teacher_results
+            and primary in metrics
+            and self.teacher_results.get(split, {}).get(primary)
+        }
+        return record
+
+    def export_best(self):
+        from keras_bert_zoo.tasks.saving import save_finetuned
+
+        return lambda model, directory: save_finetuned(
+            directory, self.task, self._student(model), self.tokenizer
+        )
+
+    def final_model(self, model, step: int):
+        model, step, source = super().final_model(self._student(model), step)
+        return model, step, source
+
+
+# === The run ===
+
+
+@dataclasses.dataclass
+class DistillationResult(finetuning.FinetuningResult):
+    """What `run_distillation` did: a `FinetuningResult` and the teacher's evaluation."""
+
+    teacher_results: dict[str, Any] | None = None
+
+
+def run_distillation(config: DistillationConfig) -> DistillationResult:
+    """Trains the student of `config.teacher` (see the module docstring)."""
+    runner = Runner(DistillationJob(config))
+    ran = runner.run()
+    job = runner.job
+    result = DistillationResult(
+        **{field.name: getattr(ran, field.name) for field in dataclasses.fields(RunResult)},
+        config=job.config,
+        task=job.task,
+        tokenizer=job.tokenizer,
+        preprocessor=job.preprocessor,
+        teacher_results=job.teacher_results,
+    )
+    if job.evaluates:
+        result.eval_answers = (job.eval_sets, job.last_answers)
+    return result
+
+
+def summary(result: DistillationResult) -> str:
+    """What `tools/run_distillation.py` prints: the teacher's metrics, then the
+    student's and the run's files (as `run_finetuning.py` prints them)."""
+    lines = []
+    if result.teacher_results:
+        primary = result.task.primary_metric
+        metrics = run_outputs.results_lines(result.teacher_results, None, primary)[1:]
+        lines += [f"teacher ({result.config.teacher}):", *metrics]
+    return "\n".join([*lines, finetuning.summary(result)])
