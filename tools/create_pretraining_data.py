@@ -18,13 +18,26 @@ Usage:
     python tools/create_pretraining_data.py --input_file=dump.xml.bz2 \
         --output_text_file=wiki_sentences.txt
 
-All logic lives in keras_bert_zoo.pretraining (creator, corpus, wikitext, instances,
-writer).
+    # The same records from an Apache Beam pipeline (pip install "keras_bert_zoo[beam]"):
+    # every argument this tool does not know is one of Beam's pipeline options.
+    python tools/create_pretraining_data.py --engine=beam --input_file='gs://b/enwiki-*.bz2' \
+        --output_file=gs://b/data128/train.tfrecord@256 --vocab_file=vocab.txt \
+        --runner=DataflowRunner --project=P --region=R --temp_location=gs://b/tmp \
+        --setup_file=./setup.py
+    python tools/create_pretraining_data.py --engine=beam ... --runner=DirectRunner \
+        --direct_running_mode=multi_processing --direct_num_workers=0
+
+Both engines write the same records for the same inputs and flags, and a statistics
+file beside them (`train.tfrecord@N` -> `train.stats.json`).
+
+All logic lives in keras_bert_zoo.pretraining (creator, beam_pipeline, corpus, wikitext,
+instances, writer).
 
 A mistake in the input ends with one line `<tool>: error: <message>` and exit status 1;
 set KERAS_BERT_ZOO_TRACEBACK=1 to see its traceback.
 """
 
+import logging
 import multiprocessing
 import multiprocessing.forkserver
 import os
@@ -33,6 +46,7 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ logs: TF_CPP_MIN_LOG_LEVEL=0
 
 from absl import app, flags  # noqa: E402
+from absl import logging as absl_logging  # noqa: E402
 
 # keras_bert_zoo (and with it TensorFlow) is imported in main(), after the worker
 # processes' forkserver was started: both load TensorFlow at the same time.
@@ -77,8 +91,20 @@ _SHORT_SEQ_PROB = flags.DEFINE_float(
     "Probability of creating sequences which are shorter than the maximum length.",
 )
 # --- Not in the original ---
+_ENGINE = flags.DEFINE_enum(
+    "engine",
+    "local",
+    ["local", "beam"],
+    "local: worker processes on this machine (--num_workers). beam: an Apache Beam "
+    "pipeline (pip install 'keras_bert_zoo[beam]'); every argument this tool does not "
+    "know is passed to Beam as a pipeline option (--runner=DirectRunner|DataflowRunner|"
+    "FlinkRunner|SparkRunner, --project, --temp_location, --direct_num_workers, "
+    "--direct_running_mode=multi_processing, ...). Both write the same records.",
+)
 _NUM_WORKERS = flags.DEFINE_integer(
-    "num_workers", None, "Worker processes (default: one per available core; 0: no subprocess)."
+    "num_workers",
+    None,
+    "Worker processes of --engine=local (default: one per available core; 0: no subprocess).",
 )
 _CHUNK_CHARS = flags.DEFINE_integer(
     "chunk_chars",
@@ -98,17 +124,31 @@ _OUTPUT_TEXT_FILE = flags.DEFINE_string(
 
 
 def _start_worker_server() -> None:
-    if _NUM_WORKERS.value == 0 or "forkserver" not in multiprocessing.get_all_start_methods():
+    if (
+        _ENGINE.value != "local"
+        or _NUM_WORKERS.value == 0
+        or "forkserver" not in multiprocessing.get_all_start_methods()
+    ):
         return
     multiprocessing.get_context("forkserver").set_forkserver_preload([_PRELOAD])
     multiprocessing.forkserver.ensure_running()
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    """Runs the tool; `argv[1:]` are the arguments left to Beam (`_parse_flags`)."""
+    beam_args = argv[1:]
+    if beam_args and _ENGINE.value != "beam":
+        raise app.UsageError(
+            f"Unknown arguments {beam_args}: see --helpfull (Beam's pipeline options are "
+            "taken with --engine=beam only)"
+        )
     if not _INPUT_FILE.value:
         raise app.UsageError("--input_file is required")
+    if _ENGINE.value == "beam" and (_NUM_WORKERS.present or _OUTPUT_TEXT_FILE.value):
+        raise app.UsageError(
+            "--num_workers and --output_text_file are the local engine's; with --engine=beam "
+            "the runner's options (--direct_num_workers, --num_workers on Dataflow) set workers"
+        )
     _start_worker_server()
     from keras_bert_zoo.pretraining import creator
 
@@ -130,14 +170,45 @@ def main(argv):
         random_seed=_RANDOM_SEED.value,
         chunk_chars=_CHUNK_CHARS.value,
     )
-    summary = creator.create_pretraining_data(
-        _INPUT_FILE.value,
-        _OUTPUT_FILE.value,
-        config,
-        num_workers=_NUM_WORKERS.value,
-        progress_interval=_PROGRESS_SECONDS.value,
-    )
+    if _ENGINE.value == "beam":
+        # Imported only here: without the extra, the import is the one-line error.
+        from keras_bert_zoo.pretraining import beam_pipeline
+
+        _quiet_beam()
+        summary = beam_pipeline.create_pretraining_data_on_beam(
+            _INPUT_FILE.value,
+            _OUTPUT_FILE.value,
+            config,
+            pipeline_args=beam_args,
+            progress_interval=_PROGRESS_SECONDS.value,
+        )
+    else:
+        summary = creator.create_pretraining_data(
+            _INPUT_FILE.value,
+            _OUTPUT_FILE.value,
+            config,
+            num_workers=_NUM_WORKERS.value,
+            progress_interval=_PROGRESS_SECONDS.value,
+        )
     print("\n".join(summary.lines()))
+
+
+def _quiet_beam() -> None:
+    """Beam's own informational logs and its workers' warnings about options it sets
+    itself are shown only with --verbosity=1 (absl's debug level) or more."""
+    if absl_logging.get_verbosity() < absl_logging.DEBUG:
+        logging.getLogger("apache_beam").setLevel(logging.ERROR)
+
+
+def _parse_flags(argv):
+    """absl's flag parsing (`app.parse_flags_with_usage`), except that the arguments this
+    tool does not know are left for Beam (`main`) rather than refused."""
+    try:
+        return flags.FLAGS(argv, known_only=True)
+    except flags.Error as error:
+        sys.stderr.write(f"FATAL Flags parsing error: {error}\n")
+        sys.stderr.write("Pass --helpshort or --helpfull to see help on flags.\n")
+        sys.exit(1)
 
 
 def _main_reporting_user_errors(argv):
@@ -153,7 +224,7 @@ def run():
     """The console script `keras-bert-zoo-create-pretraining-data`, and this file."""
     main_module = sys.modules["__main__"]
     main_module.__doc__ = main_module.__doc__ or __doc__  # absl's --help reads it
-    app.run(_main_reporting_user_errors)
+    app.run(_main_reporting_user_errors, flags_parser=_parse_flags)
 
 
 if __name__ == "__main__":

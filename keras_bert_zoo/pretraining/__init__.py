@@ -3,6 +3,9 @@
 * ``create_pretraining_data`` (``creator``): raw text and MediaWiki dumps ->
   google-research/bert's pretraining TFRecords, with its algorithm and flags, on every
   core, streaming (``tools/create_pretraining_data.py`` is its command line).
+* ``beam_pipeline.create_pretraining_data_on_beam``: the same records from an Apache
+  Beam pipeline (DirectRunner, Dataflow, Flink, Spark; the ``beam`` extra, imported
+  only from that module: ``--engine=beam``).
 * ``dynamic_pretraining_dataset`` / ``remasked_pretraining_dataset`` (``dynamic``):
   the same batches built on the fly in ``tf.data`` with new masks every epoch.
 * Training on them is a job of ``keras_bert_zoo.runners`` (``runners.pretraining``:

@@ -13,6 +13,9 @@ Compression is detected by magic bytes too: bzip2 (``.bz2``, Wikipedia's dumps),
 gzip and xz are read as streams. Everything is read lazily: memory holds one document
 (plain text) or one page (dumps) at a time, never the corpus.
 
+Paths are local, or URLs of any filesystem Apache Beam reads (``gs://``, ``s3://``,
+``hdfs://``, ...), read through ``apache_beam.io.filesystems`` (the ``beam`` extra).
+
 Bad input:
 
 * a pattern that matches no file, an empty file list: ``CorpusError`` naming the
@@ -49,9 +52,12 @@ __all__ = [
     "InputFile",
     "RawDocument",
     "expand_input_files",
+    "is_url",
     "iter_documents",
+    "iter_file_documents",
     "iter_mediawiki_pages",
     "iter_text_documents",
+    "open_binary",
     "sniff_input_file",
 ]
 
@@ -115,6 +121,55 @@ class RawDocument:
         return len(self.wikitext or "")
 
 
+_URL = re.compile(r"\A[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def is_url(path: str) -> bool:
+    """Whether `path` names a file of a filesystem other than the local one (``gs://...``)."""
+    return bool(_URL.match(path))
+
+
+def _beam_filesystems(path: str):
+    try:
+        from apache_beam.io.filesystems import FileSystems
+    except ImportError as e:
+        raise CorpusError(
+            f"{path}: reading this filesystem needs Apache Beam: pip install 'keras_bert_zoo[beam]'"
+        ) from e
+    return FileSystems
+
+
+def open_binary(path: str):
+    """`path` opened for reading bytes, as stored (never decompressed by its name)."""
+    if not is_url(path):
+        return open(path, "rb")
+    from apache_beam.io.filesystem import CompressionTypes
+
+    return _beam_filesystems(path).open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+def _match(pattern: str) -> list[tuple[str, int]]:
+    """`(path, size)` of the files matching a glob pattern, sorted by path."""
+    if not is_url(pattern):
+        paths = sorted(p for p in glob.glob(pattern) if os.path.isfile(p))
+        return [(p, os.path.getsize(p)) for p in paths]
+    filesystems = _beam_filesystems(pattern)
+    try:
+        (result,) = filesystems.match([pattern])
+    except Exception as e:  # BeamIOError and the filesystems' own errors
+        raise CorpusError(f"Input pattern {pattern!r} cannot be listed: {e}") from e
+    return sorted((m.path, m.size_in_bytes) for m in result.metadata_list)
+
+
+def _file_size(path: str) -> int:
+    if not is_url(path):
+        return os.path.getsize(path)
+    matched = _match(path)
+    if not matched:
+        raise CorpusError(f"{path}: no such file")
+    return matched[0][1]
+
+
 def expand_input_files(patterns: str | list[str]) -> list[str]:
     """Files matching comma-separated glob patterns, in pattern order, each sorted.
 
@@ -129,7 +184,7 @@ def expand_input_files(patterns: str | list[str]) -> list[str]:
     files: list[str] = []
     seen = set()
     for pattern in patterns:
-        matched = sorted(p for p in glob.glob(pattern) if os.path.isfile(p))
+        matched = [path for path, _ in _match(pattern)]
         if not matched:
             raise CorpusError(f"Input pattern {pattern!r} matches no file")
         for path in matched:
@@ -149,14 +204,15 @@ def _compression_of(head: bytes) -> str | None:
     return None
 
 
-def _open_decompressed(path: str, compression: str | None):
+def _decompressed(raw, compression: str | None):
+    """A reader of the decompressed bytes of the binary file object `raw`."""
     if compression == "bz2":
-        return bz2.open(path, "rb")
+        return bz2.BZ2File(raw, "rb")
     if compression == "gzip":
-        return gzip.open(path, "rb")
+        return gzip.GzipFile(fileobj=raw, mode="rb")
     if compression == "xz":
-        return lzma.open(path, "rb")
-    return open(path, "rb")
+        return lzma.LZMAFile(raw, "rb")
+    return raw
 
 
 _XML_PROLOG = re.compile(
@@ -169,7 +225,7 @@ def sniff_input_file(path: str) -> InputFile:
 
     Raises ``CorpusError`` for a file that is neither UTF-8-ish text nor a dump.
     """
-    with open(path, "rb") as f:
+    with open_binary(path) as f:
         magic = f.read(8)
     if magic.startswith(b"\x28\xb5\x2f\xfd"):
         raise CorpusError(f"{path}: zstd-compressed input is not supported; decompress it first")
@@ -177,7 +233,7 @@ def sniff_input_file(path: str) -> InputFile:
         raise CorpusError(f"{path}: zip archives are not supported; extract the text files")
     compression = _compression_of(magic)
     try:
-        with _open_decompressed(path, compression) as f:
+        with open_binary(path) as raw, _decompressed(raw, compression) as f:
             head = f.read(_SNIFF_BYTES)
     except EOFError as e:
         raise CorpusError(
@@ -194,7 +250,7 @@ def sniff_input_file(path: str) -> InputFile:
                 "UTF-8 text nor a MediaWiki XML dump"
             )
         kind = TEXT
-    return InputFile(path, kind, compression, os.path.getsize(path))
+    return InputFile(path, kind, compression, _file_size(path))
 
 
 class _CountingReader(io.RawIOBase):
@@ -208,24 +264,21 @@ class _CountingReader(io.RawIOBase):
         return True
 
     def readinto(self, buffer):
-        n = self._raw.readinto(buffer)
+        if hasattr(self._raw, "readinto"):
+            n = self._raw.readinto(buffer)
+        else:  # some filesystems' readers only read()
+            data = self._raw.read(len(buffer))
+            n = len(data)
+            buffer[:n] = data
         self.bytes_read += n or 0
         return n
 
 
 def _open_counting(input_file: InputFile):
-    raw = open(input_file.path, "rb")
+    raw = open_binary(input_file.path)
     counter = _CountingReader(raw)
     buffered = io.BufferedReader(counter, buffer_size=1 << 20)
-    if input_file.compression == "bz2":
-        stream = bz2.BZ2File(buffered, "rb")
-    elif input_file.compression == "gzip":
-        stream = gzip.GzipFile(fileobj=buffered, mode="rb")
-    elif input_file.compression == "xz":
-        stream = lzma.LZMAFile(buffered, "rb")
-    else:
-        stream = buffered
-    return stream, counter, raw
+    return _decompressed(buffered, input_file.compression), counter, raw
 
 
 def iter_text_documents(
@@ -398,10 +451,7 @@ def iter_documents(
     done = 0
     for input_file in input_files:
         local = [0] if progress is not None else None
-        if input_file.format == MEDIAWIKI:
-            documents = iter_mediawiki_pages(input_file, stats, local)
-        else:
-            documents = iter_text_documents(input_file, stats, max_document_chars, local)
+        documents = iter_file_documents(input_file, stats, max_document_chars, local)
         for document in documents:
             if progress is not None:
                 progress[0] = done + local[0]
@@ -409,3 +459,15 @@ def iter_documents(
         done += input_file.size
         if progress is not None:
             progress[0] = done
+
+
+def iter_file_documents(
+    input_file: InputFile,
+    stats: CorpusStats,
+    max_document_chars: int | None = None,
+    progress: list | None = None,
+) -> Iterator[RawDocument]:
+    """Documents of one input file, of either format (see ``iter_documents``)."""
+    if input_file.format == MEDIAWIKI:
+        return iter_mediawiki_pages(input_file, stats, progress)
+    return iter_text_documents(input_file, stats, max_document_chars, progress)

@@ -5,10 +5,13 @@ It produces records in google-research/bert's format with its algorithm (see
 ``instances``) and its flags and defaults, but streams and runs in parallel:
 
 * **Streaming.** The main process reads the input files one document at a time
-  (``corpus``) and groups consecutive documents into *chunks* of about
-  ``chunk_chars`` characters (and at least two documents). A chunk is the unit of work
-  and of randomness. Memory holds the chunks in flight (two per worker) and nothing
-  else, so it does not grow with the corpus.
+  (``corpus``) and groups consecutive documents of a file into *chunks* of about
+  ``chunk_chars`` characters (and at least two documents; a file's last chunk may be
+  smaller). A chunk is the unit of work and of randomness, named by a ``ChunkKey``: its
+  file's place in the input list and its own place in that file, so that files can be
+  read independently (``beam_pipeline`` reads them in parallel). Memory holds the
+  chunks in flight (two per worker) and nothing else, so it does not grow with the
+  corpus.
 * **Random next.** The original draws the random "B" segment from any document of
   the corpus, which it therefore holds in memory (20 GB for Wikipedia). Here it is
   drawn from the other documents of the same chunk: a uniform pick among a window of
@@ -21,18 +24,19 @@ It produces records in google-research/bert's format with its algorithm (see
   (``instances.create_pretraining_instances``), mask them, shuffle the chunk's
   instances and serialize them (``writer.encode_pretraining_examples``). The main process
   writes the chunks' records in chunk order, round-robin over the output files as
-  the original does.
-* **Deterministic.** Chunk ``c`` draws everything from stateless seeds derived
-  from ``(random_seed, c)``; chunks are formed from the input
+  the original does (``writer.shard_of``).
+* **Deterministic.** A chunk draws everything from stateless seeds derived from
+  ``random_seed`` and its key (``chunk_seeds``); chunks are formed from the input
   alone. The same inputs and flags give byte-identical files whatever the number of
-  workers.
+  workers, and whatever the engine: ``beam_pipeline`` writes the same bytes.
 * **Atomic.** Records go to temporary files that are renamed to their final names
-  only when the whole run succeeded.
+  only when the whole run succeeded; then the run's statistics are written beside
+  them (``writer.statistics_path``: ``train.tfrecord@4`` -> ``train.stats.json``).
 
 Deliberate deviations from the original: instances are shuffled within their chunk
 (the original shuffles all instances of the corpus globally; readers shuffle files and
-records again), a file boundary ends a document, random-next comes from the chunk,
-whole-word masking never joins a ``##`` piece across ``[SEP]``.
+records again), a file boundary ends a document (and a chunk), random-next comes from
+the chunk, whole-word masking never joins a ``##`` piece across ``[SEP]``.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ import multiprocessing
 import os
 import time
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy as np
 from absl import logging
@@ -52,11 +57,21 @@ from absl import logging
 from keras_bert_zoo.pretraining import corpus, writer
 
 __all__ = [
+    "ChunkKey",
     "ChunkProcessor",
     "ChunkResult",
+    "ChunkStats",
     "CreationConfig",
+    "CreationPlan",
     "CreationSummary",
+    "check_instances_made",
+    "chunk_seeds",
     "create_pretraining_data",
+    "iter_chunks",
+    "iter_file_chunks",
+    "log_summary",
+    "plan_creation",
+    "write_statistics",
 ]
 
 _LOGGED_LOCATIONS = 5
@@ -105,6 +120,32 @@ class CreationConfig:
             raise ValueError("; ".join(problems))
 
 
+class ChunkKey(NamedTuple):
+    """A chunk's name: its file's index in the run's input list, its index in that file.
+
+    Keys sort in the order the local creator processes chunks, which is the order
+    records are written in.
+    """
+
+    file: int
+    chunk: int
+
+
+def chunk_seeds(random_seed: int, key: ChunkKey):
+    """(TensorFlow stateless seed ``[2]``, numpy ``Generator``) of the chunk ``key``.
+
+    A chunk of the first file draws what chunk ``key.chunk`` drew before chunks were
+    keyed by file (numpy pads a seed of fewer than four words with zeros), so a
+    single-file run writes the same records as before.
+    """
+    import tensorflow as tf
+
+    seed = tf.random.experimental.stateless_fold_in(
+        tf.constant([random_seed, key.file], tf.int64), key.chunk
+    )
+    return tf.cast(seed, tf.int64), np.random.default_rng([random_seed, key.chunk, key.file])
+
+
 @dataclasses.dataclass
 class ChunkStats:
     """What a worker saw and produced in one chunk (summed into the summary)."""
@@ -134,7 +175,7 @@ class ChunkStats:
 
 @dataclasses.dataclass
 class ChunkResult:
-    index: int
+    index: ChunkKey
     records: bytes
     lengths: np.ndarray
     stats: ChunkStats
@@ -220,7 +261,7 @@ class ChunkProcessor:
             return np.zeros([0], np.int32), np.zeros([0], np.int64)
         return np.concatenate(values), np.concatenate(lengths)
 
-    def __call__(self, index: int, documents: list[corpus.RawDocument]) -> ChunkResult:
+    def __call__(self, index: ChunkKey, documents: list[corpus.RawDocument]) -> ChunkResult:
         import tensorflow as tf
 
         config = self.config
@@ -264,18 +305,16 @@ class ChunkProcessor:
         if stats.documents == 0:
             return ChunkResult(index, b"", np.zeros([0], np.int64), stats)
 
-        seed = tf.random.experimental.stateless_fold_in(
-            tf.constant([config.random_seed, 0], tf.int64), index
-        )
+        seed, rng = chunk_seeds(config.random_seed, index)
         out = self._make_instances(
             tf.constant(token_ids, tf.int32),
             tf.constant(token_counts, tf.int64),
             tf.constant(sentences_per_document, tf.int64),
-            tf.cast(seed, tf.int64),
+            seed,
         )
         features = {name: value.numpy() for name, value in out.items()}
         count = len(features["next_sentence_labels"])
-        order = np.random.default_rng([config.random_seed, index]).permutation(count)
+        order = rng.permutation(count)
         stats.instances = count
         stats.instance_tokens = int(features["input_mask"].sum())
         stats.masked_tokens = int(features["masked_lm_weights"].sum())
@@ -297,6 +336,9 @@ class CreationSummary:
     seconds: float
     workers: int
     config: CreationConfig
+    statistics_file: str | None = None
+    # How the work was spread when not on local worker processes ("Beam's DirectRunner").
+    engine: str | None = None
 
     @property
     def masked_fraction(self) -> float:
@@ -308,9 +350,10 @@ class CreationSummary:
 
     def lines(self) -> list[str]:
         s, c = self.stats, self.corpus
+        where = self.engine or f"with {self.workers} worker process(es)"
         out = [
             f"Read {c.files} file(s), {c.input_bytes / 1e6:.1f} MB, in {self.seconds:.1f} s "
-            f"with {self.workers} worker process(es), {self.chunks} chunk(s)",
+            f"{where}, {self.chunks} chunk(s)",
             f"Documents: {s.documents} used; skipped {s.empty_documents} empty"
             + (
                 f"; MediaWiki pages: {c.pages} read, {c.redirect_pages} redirects and "
@@ -334,7 +377,46 @@ class CreationSummary:
                 f"{n} to {p}" for p, n in zip(self.output_files, self.records_per_file, strict=True)
             ),
         ]
+        if self.statistics_file:
+            out.append(f"Statistics: {self.statistics_file}")
         return out
+
+    def statistics(self) -> dict:
+        """What the statistics file holds: the same for both engines (no timing), so
+        two runs on the same input with the same flags write the same file."""
+        s = self.stats
+        return {
+            "instances": s.instances,
+            "masked_fraction": self.masked_fraction,
+            "random_next_fraction": self.random_next_fraction,
+            "random_next": s.random_next,
+            "tokens": {
+                "corpus": s.corpus_tokens,
+                "instances": s.instance_tokens,
+                "masked": s.masked_tokens,
+            },
+            "documents": s.documents,
+            "empty_documents": s.empty_documents,
+            "one_sentence_documents": s.one_sentence_documents,
+            "sentences": s.sentences,
+            "empty_sentences": s.empty_sentences,
+            "long_sentences": s.long_sentences,
+            "chunks": self.chunks,
+            "corpus": dataclasses.asdict(self.corpus),
+            "input_files": list(self.input_files),
+            "records_per_file": {
+                os.path.basename(path): count
+                for path, count in zip(self.output_files, self.records_per_file, strict=True)
+            },
+            "config": dataclasses.asdict(self.config),
+        }
+
+
+def write_statistics(summary: CreationSummary) -> None:
+    """Writes ``summary.statistics()`` as JSON to ``summary.statistics_file``, atomically."""
+    from keras_bert_zoo.utils import atomic
+
+    atomic.write_json_atomically(summary.statistics_file, summary.statistics())
 
 
 def _chunks(
@@ -349,6 +431,48 @@ def _chunks(
             chunk, size = [], 0
     if chunk:
         yield chunk
+
+
+def iter_file_chunks(
+    file_index: int,
+    input_file: corpus.InputFile,
+    stats: corpus.CorpusStats,
+    chunk_chars: int,
+    progress: list | None = None,
+) -> Iterator[tuple[ChunkKey, list[corpus.RawDocument]]]:
+    """The chunks of one input file with their keys: what either engine processes.
+
+    Args:
+        file_index: the file's place in the run's input list (``ChunkKey.file``).
+        input_file: the file (``corpus.sniff_input_file``).
+        stats: counts of what was read, updated as the file is read.
+        chunk_chars: characters of raw text per chunk; documents longer than half of
+            it are cut.
+        progress: optional one-element list holding the compressed bytes read so far.
+    """
+    documents = corpus.iter_file_documents(
+        input_file, stats, max_document_chars=max(1, chunk_chars // 2), progress=progress
+    )
+    for number, chunk in enumerate(_chunks(documents, chunk_chars)):
+        yield ChunkKey(file_index, number), chunk
+
+
+def iter_chunks(
+    input_files: list[corpus.InputFile],
+    stats: corpus.CorpusStats,
+    chunk_chars: int,
+    progress: list | None = None,
+) -> Iterator[tuple[ChunkKey, list[corpus.RawDocument]]]:
+    """The chunks of every input file in key order (``iter_file_chunks``, file by file);
+    ``progress`` counts the compressed bytes of all files read so far."""
+    done = 0
+    for file_index, input_file in enumerate(input_files):
+        local = [0] if progress is not None else None
+        for item in iter_file_chunks(file_index, input_file, stats, chunk_chars, local):
+            if progress is not None:
+                progress[0] = done + local[0]
+            yield item
+        done += input_file.size
 
 
 @functools.lru_cache(maxsize=4)
@@ -371,7 +495,7 @@ def _initialize_worker(config: CreationConfig) -> None:
     _WORKER = ChunkProcessor(config)
 
 
-def _process_in_worker(index: int, documents: list[corpus.RawDocument]) -> ChunkResult:
+def _process_in_worker(index: ChunkKey, documents: list[corpus.RawDocument]) -> ChunkResult:
     return _WORKER(index, documents)
 
 
@@ -399,12 +523,12 @@ class _Progress:
         self.done_bytes = 0
 
     def chunks(self, chunks):
-        """Numbers the chunks and remembers where in the input each one ends."""
-        for index, chunk in enumerate(chunks):
+        """Remembers where in the input each chunk ends."""
+        for index, chunk in chunks:
             self.chunk_ends[index] = self.read[0]
             yield index, chunk
 
-    def written(self, index: int, documents: int, instances: int, force: bool = False) -> None:
+    def written(self, index, documents: int, instances: int, force: bool = False) -> None:
         self.done_bytes = max(self.done_bytes, self.chunk_ends.pop(index, 0))
         now = time.monotonic()
         if not force and now - self.last < self.interval:
@@ -444,7 +568,8 @@ def create_pretraining_data(
             plain text or a MediaWiki XML dump, optionally bz2/gzip/xz-compressed,
             detected by content.
         output_file: comma-separated output paths, or ``path@N`` for ``N`` shards;
-            records go round-robin over them.
+            records go round-robin over them. The run's statistics go beside them
+            (``writer.statistics_path``).
         config: ``CreationConfig`` (vocabulary and the algorithm's settings).
         num_workers: worker processes; default one per available core; ``0`` runs
             everything in this process (for tests and debugging).
@@ -459,30 +584,16 @@ def create_pretraining_data(
         ValueError: bad settings, or a corpus without a single usable document.
     """
     start = time.monotonic()
-    config.validate()
-    input_paths = corpus.expand_input_files(input_file)
-    output_paths = writer.expand_output_files(output_file)
-    input_files = [corpus.sniff_input_file(path) for path in input_paths]
-    _check_vocabulary(config)
-    for item in input_files:
-        logging.info(
-            "Input %s: %s%s",
-            item.path,
-            item.format,
-            f" ({item.compression})" if item.compression else "",
-        )
+    plan = plan_creation(input_file, output_file, config)
+    input_files, output_paths = plan.input_files, plan.output_files
     workers = default_num_workers() if num_workers is None else int(num_workers)
 
     corpus_stats = corpus.CorpusStats()
     stats = ChunkStats()
     progress = _Progress(sum(f.size for f in input_files), progress_interval)
-    documents = corpus.iter_documents(
-        input_files,
-        corpus_stats,
-        max_document_chars=max(1, config.chunk_chars // 2),
-        progress=progress.read,
+    chunks = progress.chunks(
+        iter_chunks(input_files, corpus_stats, config.chunk_chars, progress=progress.read)
     )
-    chunks = progress.chunks(_chunks(documents, config.chunk_chars))
     num_chunks = 0
     with writer.ShardedRecordWriter(output_paths, compression_type) as record_writer:
 
@@ -500,15 +611,11 @@ def create_pretraining_data(
                 write(processor(index, chunk))
         else:
             _run_pool(chunks, config, workers, write)
-        if stats.instances == 0:
-            raise ValueError(
-                f"No instance could be made from {input_paths}: "
-                f"{corpus_stats.documents} documents read, {stats.empty_documents} empty"
-            )
+        check_instances_made(plan, corpus_stats, stats)
         counts = list(record_writer.counts)
     progress.written(-1, stats.documents + stats.empty_documents, stats.instances, force=True)
     summary = CreationSummary(
-        input_files=input_paths,
+        input_files=[f.path for f in input_files],
         output_files=output_paths,
         records_per_file=counts,
         corpus=corpus_stats,
@@ -517,11 +624,68 @@ def create_pretraining_data(
         seconds=time.monotonic() - start,
         workers=workers,
         config=config,
+        statistics_file=plan.statistics_file,
     )
+    write_statistics(summary)
+    log_summary(summary)
+    return summary
+
+
+@dataclasses.dataclass(frozen=True)
+class CreationPlan:
+    """A run's checked inputs and outputs (``plan_creation``)."""
+
+    input_files: list[corpus.InputFile]
+    output_files: list[str]
+    statistics_file: str
+
+
+def plan_creation(
+    input_file: str | list[str], output_file: str | list[str], config: CreationConfig
+) -> CreationPlan:
+    """Checks a run's settings, inputs and vocabulary before anything is written.
+
+    Args:
+        input_file: comma-separated glob patterns, or a list of them.
+        output_file: comma-separated output paths, or ``path@N``.
+        config: the run's ``CreationConfig``.
+
+    Raises:
+        corpus.CorpusError: an input pattern matches nothing, or a file is neither
+            text nor a MediaWiki dump (the message names it).
+        ValueError: bad settings, or a vocabulary the masker cannot use.
+    """
+    config.validate()
+    input_paths = corpus.expand_input_files(input_file)
+    output_paths = writer.expand_output_files(output_file)
+    input_files = [corpus.sniff_input_file(path) for path in input_paths]
+    _check_vocabulary(config)
+    for item in input_files:
+        logging.info(
+            "Input %s: %s%s",
+            item.path,
+            item.format,
+            f" ({item.compression})" if item.compression else "",
+        )
+    return CreationPlan(input_files, output_paths, writer.statistics_path(output_file))
+
+
+def check_instances_made(
+    plan: CreationPlan, corpus_stats: corpus.CorpusStats, stats: ChunkStats
+) -> None:
+    """Raises ValueError for a run that made no instance (and so must write nothing)."""
+    if stats.instances == 0:
+        raise ValueError(
+            f"No instance could be made from {[f.path for f in plan.input_files]}: "
+            f"{corpus_stats.documents} documents read, {stats.empty_documents} empty"
+        )
+
+
+def log_summary(summary: CreationSummary) -> None:
+    """Logs a run's warnings (truncated sentences, empty documents) and its summary."""
     _log_problems(summary)
     for line in summary.lines():
         logging.info("%s", line)
-    return summary
 
 
 def _run_pool(chunks, config: CreationConfig, workers: int, write) -> None:
@@ -564,7 +728,7 @@ def _run_ordered(chunks, workers, initializer, initargs, function, write) -> Non
             raise
 
 
-def _document_text(index: int, documents: list[corpus.RawDocument]) -> tuple[str, int, int]:
+def _document_text(index: ChunkKey, documents: list[corpus.RawDocument]) -> tuple[str, int, int]:
     """(text, documents, sentences): one sentence per line, a blank line after each document."""
     from keras_bert_zoo.pretraining import wikitext
 
@@ -602,9 +766,7 @@ def export_sentences(
     start = time.monotonic()
     input_files = [corpus.sniff_input_file(p) for p in corpus.expand_input_files(input_file)]
     stats = corpus.CorpusStats()
-    chunks = enumerate(
-        _chunks(corpus.iter_documents(input_files, stats, chunk_chars // 2), chunk_chars)
-    )
+    chunks = iter_chunks(input_files, stats, chunk_chars)
     workers = default_num_workers() if num_workers is None else int(num_workers)
     totals = [0, 0]
     with atomic.atomic_open(output_text_file, "w") as out:

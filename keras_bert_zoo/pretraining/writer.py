@@ -9,9 +9,11 @@ instance, while this costs a few microseconds. The bytes parse with
 ``tf.train.Example.FromString``.
 
 ``ShardedRecordWriter`` writes records round-robin over the output files, as the
-original does, each to a temporary file beside its final name; only when every
-record is written are the files moved into place (``utils.atomic.atomic_path``), so
-a crash or an error leaves no half-written shard under a final name.
+original does (``shard_of``: the rule ``beam_pipeline`` follows too), each to a
+temporary file beside its final name; only when every record is written are the files
+moved into place (``utils.atomic.atomic_path``), so a crash or an error leaves no
+half-written shard under a final name. ``statistics_path`` names the run's statistics
+file.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ __all__ = [
     "ShardedRecordWriter",
     "encode_pretraining_examples",
     "expand_output_files",
+    "shard_of",
     "split_records",
+    "statistics_path",
     "verify_pretraining_records",
 ]
 
@@ -201,8 +205,7 @@ def expand_output_files(spec: str | Sequence[str]) -> list[str]:
 
     ``out/wiki.tfrecord@4`` -> ``out/wiki.tfrecord-00000-of-00004`` ... ``-00003-of-00004``.
     """
-    parts = spec.split(",") if isinstance(spec, str) else list(spec)
-    parts = [p.strip() for p in parts if p and p.strip()]
+    parts = _output_specs(spec)
     if not parts:
         raise ValueError("No output file given (--output_file is empty)")
     paths: list[str] = []
@@ -219,6 +222,41 @@ def expand_output_files(spec: str | Sequence[str]) -> list[str]:
     if duplicates:
         raise ValueError(f"Output files repeat: {duplicates}")
     return paths
+
+
+def _output_specs(spec: str | Sequence[str]) -> list[str]:
+    parts = spec.split(",") if isinstance(spec, str) else list(spec)
+    return [p.strip() for p in parts if p and p.strip()]
+
+
+_RECORD_EXTENSIONS = (".tfrecords", ".tfrecord", ".tfr")
+
+
+def statistics_path(spec: str | Sequence[str]) -> str:
+    """The statistics file of a run writing `spec` (``expand_output_files``' argument).
+
+    The first output's name without ``@N`` and a records extension, plus
+    ``.stats.json``: ``out/train.tfrecord@4`` -> ``out/train.stats.json``, so that the
+    usual globs of the records (``train.tfrecord*``, ``train.tfrecord-*``) never match it.
+    """
+    parts = _output_specs(spec)
+    if not parts:
+        raise ValueError("No output file given (--output_file is empty)")
+    match = _SHARD_SPEC.match(parts[0])
+    base = match.group(1) if match else parts[0]
+    for extension in _RECORD_EXTENSIONS:
+        if base.endswith(extension) and len(base) > len(extension):
+            base = base[: -len(extension)]
+            break
+    return base + ".stats.json"
+
+
+def shard_of(record_index: int, num_shards: int) -> int:
+    """The output file of a run's `record_index`-th record (0-based, in chunk order).
+
+    Round-robin, as the original: both engines place records by this rule.
+    """
+    return record_index % num_shards
 
 
 class ShardedRecordWriter:
@@ -247,7 +285,7 @@ class ShardedRecordWriter:
         self.paths = [os.fspath(p) for p in paths]
         self.compression_type = compression_type or ""
         self.counts = [0] * len(self.paths)
-        self._next = 0
+        self._written = 0
         self._stack: contextlib.ExitStack | None = None
         self._writers = []
 
@@ -271,9 +309,10 @@ class ShardedRecordWriter:
         return self
 
     def write(self, record: bytes) -> None:
-        self._writers[self._next].write(record)
-        self.counts[self._next] += 1
-        self._next = (self._next + 1) % len(self._writers)
+        shard = shard_of(self._written, len(self._writers))
+        self._writers[shard].write(record)
+        self.counts[shard] += 1
+        self._written += 1
 
     def write_all(self, records) -> int:
         count = 0

@@ -1,6 +1,7 @@
 """pretraining.writer: the numpy Example encoder against protobuf, sharded atomic writing."""
 
 import collections
+import fnmatch
 import os
 
 import numpy as np
@@ -131,3 +132,24 @@ def test_verify_names_the_damaged_file_and_record(tmp_path):
         ValueError, match=r"bad\.tfrecord: damaged TFRecord file after \d+ readable"
     ):
         writer.verify_pretraining_records(str(tmp_path / "*.tfrecord"), 16, 3)
+
+
+@pytest.mark.parametrize(
+    "spec, expected, records_glob",
+    [
+        ("out/train.tfrecord@4", "out/train.stats.json", "out/train.tfrecord*"),
+        ("heldout128.tfrecord", "heldout128.stats.json", "heldout128.tfrecord*"),
+        ("a/x.tfrecords,b/y.tfrecords", "a/x.stats.json", "a/x.tfrecords*"),
+        (
+            "gs://bucket/data/train@2",
+            "gs://bucket/data/train.stats.json",
+            "gs://bucket/data/train-*",
+        ),
+    ],
+)
+def test_statistics_file_escapes_the_records_glob(spec, expected, records_glob):
+    """Beside the records, but not among what a reader's usual glob of them matches."""
+    path = writer.statistics_path(spec)
+    assert path == expected
+    assert all(fnmatch.fnmatch(p, records_glob) for p in writer.expand_output_files(spec)[:1])
+    assert not fnmatch.fnmatch(path, records_glob)
