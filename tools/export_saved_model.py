@@ -8,12 +8,22 @@ Regress APIs), warmup records and the list of tensorflow-text ops the server nee
 A pretrained checkpoint exports as an encoder or a masked LM the same way, or as a
 TF Hub style preprocessor + encoder pair.
 
+--format=litert writes OUTPUT_DIR/model.tflite (LiteRT: ids in, builtin ops only; with
+--raw_text, raw strings in through tensorflow-text's TFLite kernels) and --format=onnx
+OUTPUT_DIR/model.onnx (ids in), each with export.json (the sidecar: inputs, outputs,
+casing, sequence length, label names) and vocab.txt beside it; --quantize=dynamic_int8
+or float16 (LiteRT) shrinks them. saved_model_run.py answers raw text with either.
+
 Usage:
   python tools/export_saved_model.py --finetuned_dir=runs/sst2 --export_base=exports
   python tools/export_saved_model.py --pretrained_dir=uncased_L-12_H-768_A-12 \
       --kind=masked_lm --export_base=exports --model_name=bert_mlm
   python tools/export_saved_model.py --pretrained_dir=uncased_L-12_H-768_A-12 \
       --kind=hub_encoder_pair --output_dir=hub/bert
+  python tools/export_saved_model.py --finetuned_dir=runs/sst2 --format=litert \
+      --quantize=dynamic_int8 --output_dir=exports/sst2_litert
+  python tools/export_saved_model.py --finetuned_dir=runs/sst2 --format=onnx \
+      --output_dir=exports/sst2_onnx
 """
 
 import os
@@ -27,6 +37,7 @@ from keras_bert_zoo.text.tokenizer import DEFAULT_EXPORT_TOKENIZER_OPS, TOKENIZE
 from keras_bert_zoo.utils import cli  # noqa: E402
 
 KINDS = ("task", "encoder", "masked_lm", "hub_encoder_pair")
+FORMATS = ("saved_model", "litert", "onnx")
 
 _FINETUNED_DIR = flags.DEFINE_string(
     "finetuned_dir", None, "A fine-tuned model directory (model.keras, vocab.txt, task.json)."
@@ -59,7 +70,33 @@ _TEXT_FIELDS = flags.DEFINE_list(
 _ALLOW_PARTIAL = flags.DEFINE_bool(
     "allow_partial", False, "masked_lm: accept a checkpoint without MLM head (left random)."
 )
-_OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "hub_encoder_pair: output directory.")
+_OUTPUT_DIR = flags.DEFINE_string(
+    "output_dir", None, "hub_encoder_pair, --format=litert|onnx: the output directory."
+)
+_FORMAT = flags.DEFINE_enum(
+    "format",
+    "saved_model",
+    FORMATS,
+    "saved_model: a TF Serving SavedModel (raw text in); litert: a LiteRT .tflite (ids in, "
+    "builtin ops only; raw text in with --raw_text); onnx: an ONNX model (ids in). litert "
+    "and onnx write --output_dir with the model, export.json and vocab.txt.",
+)
+_QUANTIZE = flags.DEFINE_enum(
+    "quantize",
+    "none",
+    ["none", "dynamic_int8", "float16"],
+    "litert / onnx: none (float32), dynamic_int8 (int8 weights, about a quarter of the "
+    "size) or float16 (litert only: float16 weights).",
+)
+_RAW_TEXT = flags.DEFINE_bool(
+    "raw_text",
+    False,
+    "litert: raw strings in (sentence tasks and encoders; tensorflow-text's FastBertTokenizer "
+    "in TFLite custom ops, which the app links) instead of ids.",
+)
+_PREDICTION_SLOTS = flags.DEFINE_integer(
+    "prediction_slots", 20, "litert, masked_lm: the fixed number of [MASK] positions a text."
+)
 _PRECISION = flags.DEFINE_enum(
     "precision",
     "float32",
@@ -102,6 +139,12 @@ def main(argv):
     kind = _KIND.value or ("task" if _FINETUNED_DIR.value else "encoder")
     if (kind == "task") != bool(_FINETUNED_DIR.value):
         raise app.UsageError(f"--kind={kind} goes with --pretrained_dir, task with --finetuned_dir")
+
+    if _FORMAT.value != "saved_model":
+        _export_portable(kind)
+        return
+    if _QUANTIZE.value != "none" or _RAW_TEXT.value:
+        raise app.UsageError("--quantize and --raw_text go with --format=litert or onnx")
 
     if kind == "hub_encoder_pair":
         if not _OUTPUT_DIR.value:
@@ -157,6 +200,57 @@ def main(argv):
         )
     print(f"exported version {exported.version} to {exported.path}")
     print(serving.describe_export(exported.path))
+
+
+def _export_portable(kind):
+    """--format=litert|onnx: one directory with the model file, its sidecar and vocab."""
+    from keras_bert_zoo.serving import litert, onnx_export
+
+    if kind == "hub_encoder_pair":
+        raise app.UsageError(f"--kind=hub_encoder_pair has no --format={_FORMAT.value} export")
+    saved_model_flags = (
+        _EXPORT_BASE,
+        _MODEL_NAME,
+        _VERSION,
+        _WARMUP_FILE,
+        _PRECISION,
+        _PADDING_FREE,
+        _TOKENIZER_OPS,
+    )
+    given = [f"--{holder.name}" for holder in saved_model_flags if holder.present]
+    if given:
+        raise app.UsageError(
+            f"{', '.join(given)}: SavedModel flags, not for --format={_FORMAT.value}"
+        )
+    if not _OUTPUT_DIR.value:
+        raise app.UsageError(f"--format={_FORMAT.value} needs --output_dir")
+    if _RAW_TEXT.value and _FORMAT.value != "litert":
+        raise app.UsageError("--raw_text goes with --format=litert (ONNX takes ids)")
+    options = {"quantize": _QUANTIZE.value, "overwrite": _OVERWRITE.value}
+    if _FORMAT.value == "litert":
+        options["raw_text"] = _RAW_TEXT.value
+        options["prediction_slots"] = _PREDICTION_SLOTS.value
+        finetuned, pretrained = litert.export_finetuned_litert, litert.export_pretrained_litert
+    else:
+        finetuned, pretrained = (
+            onnx_export.export_finetuned_onnx,
+            onnx_export.export_pretrained_onnx,
+        )
+    if kind == "task":
+        exported = finetuned(_FINETUNED_DIR.value, _OUTPUT_DIR.value, **options)
+    else:
+        exported = pretrained(
+            _PRETRAINED_DIR.value,
+            _OUTPUT_DIR.value,
+            kind,
+            max_seq_length=_MAX_SEQ_LENGTH.value,
+            top_k=_TOP_K.value,
+            text_fields=tuple(_TEXT_FIELDS.value),
+            allow_partial=_ALLOW_PARTIAL.value,
+            **options,
+        )
+    print(f"exported {_FORMAT.value} to {exported.model_path}")
+    print(serving.describe_portable(exported.path))
 
 
 def run():

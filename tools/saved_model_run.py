@@ -4,7 +4,10 @@ Like `saved_model_cli show` + `run`, but the inputs are strings: each --input gi
 one text of a field (repeat a field for a batch), or --input_file a TSV with the
 field names on its first line. The answers come from the SavedModel loaded with
 tf.saved_model.load, or from the C++ TF Serving loader program with --cpp_runner
-(build it with --build_cpp_runner=PATH).
+(build it with --build_cpp_runner=PATH). --saved_model may also name a LiteRT or ONNX
+export of export_saved_model.py --format=litert|onnx (its .tflite / .onnx file or its
+directory): an ids-in model gets the text tokenized here with the vocabulary and casing
+of its sidecar, and answers as the SavedModel's serving_default does.
 
 Usage:
   python tools/saved_model_run.py --saved_model=exports/sst2 \
@@ -13,6 +16,8 @@ Usage:
       --input="question=Who won?" --input="context=Ada won the race in 1842."
   python tools/saved_model_run.py --saved_model=exports/sst2 --show_only
   python tools/saved_model_run.py --saved_model=hub/bert --show_only  # a hub pair
+  python tools/saved_model_run.py --saved_model=exports/sst2_litert/model.tflite \
+      --input="sentence=a gripping, funny film"
 """
 
 import os
@@ -28,8 +33,9 @@ from keras_bert_zoo.utils import cli  # noqa: E402
 _SAVED_MODEL = flags.DEFINE_string(
     "saved_model",
     None,
-    "A version directory, a model directory (highest version), or a TF Hub style pair's "
-    "directory (--show_only).",
+    "A version directory, a model directory (highest version), a TF Hub style pair's "
+    "directory (--show_only), or a LiteRT / ONNX export (its .tflite / .onnx file or "
+    "directory).",
 )
 _SIGNATURE = flags.DEFINE_string("signature", "serving_default", "Signature to run.")
 _INPUT = flags.DEFINE_multi_string(
@@ -79,6 +85,9 @@ def main(argv):
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     if not _SAVED_MODEL.value:
         raise app.UsageError("--saved_model is required")
+    if serving.is_portable_export(_SAVED_MODEL.value):
+        _run_portable(_SAVED_MODEL.value)
+        return
     path = serving.resolve_version_dir(_SAVED_MODEL.value)
     if _SHOW_ONLY.value:
         print(serving.describe_export(path))
@@ -112,6 +121,28 @@ def main(argv):
     else:
         outputs = serving.load_served_model(path, _SIGNATURE.value)(**inputs)
     print(serving.format_answers(outputs))
+
+
+def _run_portable(path):
+    """A LiteRT / ONNX export: its description, then its answers to the request."""
+    if _CPP_RUNNER.value or _BUILD_CPP_RUNNER.value:
+        raise app.UsageError("--cpp_runner runs SavedModels; a LiteRT / ONNX export runs here")
+    description = serving.describe_portable(path)
+    if _SHOW_ONLY.value:
+        print(description)
+        return
+    inputs = _inputs()
+    if not inputs:
+        raise app.UsageError("Give --input=FIELD=TEXT (or --input_file) to run a request")
+    # The same one-line refusal as a SavedModel's, read from the sidecar before the
+    # model loads.
+    directory, sidecar = serving.portable.resolve_export(path)
+    model_path = os.path.join(directory, sidecar["model_file"])
+    client.check_input_names(model_path, "raw text", inputs, sidecar["text_fields"])
+    model = serving.load_portable_model(path)
+    print(description)
+    print(f"\nrequest: {len(next(iter(inputs.values())))} row(s) of raw text")
+    print(serving.format_answers(model(**inputs)))
 
 
 def run():

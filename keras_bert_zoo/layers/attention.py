@@ -24,10 +24,13 @@ def _mask_bias(attention_mask):
     to, `_MASK_BIAS` at padding; from a `[batch, keys]` or `[batch, queries, keys]`
     mask."""
     attention_mask = ops.cast(attention_mask, "float32")
-    if len(attention_mask.shape) == 2:  # [batch, keys]
-        attention_mask = attention_mask[:, None, None, :]
-    else:  # [batch, queries, keys]
-        attention_mask = attention_mask[:, None, :, :]
+    # `expand_dims`, not `mask[:, None, None, :]`: the indexing form traces to a
+    # StridedSlice with new-axis masks that the TFLite converter refuses; ExpandDims
+    # converts to a builtin (serving/litert.py) and gives the same tensor.
+    if len(attention_mask.shape) == 2:  # [batch, keys] -> [batch, 1, 1, keys]
+        attention_mask = ops.expand_dims(ops.expand_dims(attention_mask, 1), 1)
+    else:  # [batch, queries, keys] -> [batch, 1, queries, keys]
+        attention_mask = ops.expand_dims(attention_mask, 1)
     return (1.0 - attention_mask) * _MASK_BIAS
 
 

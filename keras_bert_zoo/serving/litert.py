@@ -1,0 +1,436 @@
+"""LiteRT (TFLite) exports of a task model: ids in with builtin ops only, or raw text in
+with tensorflow-text's TFLite kernels.
+
+`export_litert` writes an export directory (`portable.py`: `model.tflite`, the sidecar
+`export.json`, `vocab.txt`):
+
+* ids in (the default): one signature, `serve_ids`, with the inputs and outputs of the
+  SavedModel's `serve_ids` (`input_word_ids`, `input_mask`, `input_type_ids` `[batch,
+  length]` int32, both sizes dynamic; the raw head outputs). Builtin ops only: it runs
+  on the plain LiteRT / TFLite runtime of Android, iOS and microcontroller-free Linux.
+  An app tokenizes with the sidecar's vocabulary and casing (BERT's WordPiece). Every
+  family converts: encoder, sentence classification / regression, span (SQuAD),
+  tagging, multiple choice, masked LM. The masked LM takes a fixed number of
+  `masked_lm_positions` slots (`prediction_slots`, in the sidecar): the converter
+  lowers the head's `positions[:, :, None]` only when that size is static.
+* raw text in (`raw_text=True`; sentence tasks and the encoder, one or two text
+  fields): one signature, `serving_default`, strings in and the SavedModel's
+  `serving_default` answers out (`label`, `label_id`, `probabilities`; `score`;
+  `pooled_output`, ...). Tokenization is tensorflow-text's `FastBertTokenizer`
+  (normalizer + end-to-end WordPiece), trimming its `RoundRobinTrimmer` (for one or two
+  segments the same as BERT's longest-first truncation), packing builtin ops. The graph
+  holds four custom ops: `FastBertNormalize`, `FastWordpieceTokenizeWithOffsets`,
+  `TFText>RoundRobinTrim`, `RaggedTensorToTensor`, which run under
+  `InterpreterWithCustomOps(custom_op_registerers=tensorflow_text.tflite_registrar.
+  SELECT_TFTEXT_OPS)` in Python, and on a phone with tensorflow-text's TFLite kernels
+  linked into the app (README, "Serving"). Its tokens differ from BERT's on a few
+  inputs (FastBertTokenizer's normalizer; `benchmarks/litert_tokenization_differences.py`
+  counts them by cause).
+
+Quantization (`quantize`): `"none"` (float32), `"dynamic_int8"` (the converter's
+dynamic-range quantization: int8 weights, activations quantized on the fly) or
+`"float16"` (float16 weights).
+
+Why not Keras' `model.export(format="litert")`: it names its one signature
+`serving_default` with positional outputs (`output_0`, ...) and lets the converter fall
+back to TensorFlow (Flex) ops, which neither TF's interpreter nor `ai-edge-litert`
+ships; the exports here keep `serve_ids`' names and refuse any Flex op.
+
+Example:
+
+```python
+from keras_bert_zoo.serving import litert, portable
+
+exported = litert.export_finetuned_litert("runs/sst2/best", "exports/sst2_litert")
+model = portable.load_portable_model(exported.path)
+print(model(sentence=["a gripping, funny film"]))
+```
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from keras_bert_zoo.serving import portable, signatures
+
+logger = logging.getLogger(__name__)
+
+IDS_SIGNATURE = signatures.IDS_SIGNATURE
+TEXT_SIGNATURE = signatures.DEFAULT_SIGNATURE
+# The masked LM's default number of `masked_lm_positions` slots: google-research/bert's
+# `max_predictions_per_seq` at sequence length 128.
+DEFAULT_PREDICTION_SLOTS = 20
+
+
+# === Reading a .tflite flatbuffer ===
+
+
+def flatbuffer_ops(model_content: bytes) -> tuple[list[str], list[str]]:
+    """`(builtin op names, custom op names)` a `.tflite` flatbuffer's operator codes list,
+    each sorted, read with TensorFlow's TFLite schema. A Flex op is a custom op whose
+    name starts with `Flex`."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    names = {
+        value: name
+        for name, value in vars(schema.BuiltinOperator).items()
+        if not name.startswith("_")
+    }
+    model = schema.ModelT.InitFromPackedBuf(bytearray(model_content), 0)
+    builtins, custom = set(), set()
+    for code in model.operatorCodes:
+        # Codes above 127 are in `builtinCode`; `deprecatedBuiltinCode` caps at 127.
+        builtin = max(code.builtinCode, code.deprecatedBuiltinCode)
+        if builtin == schema.BuiltinOperator.CUSTOM:
+            custom.add(code.customCode.decode("utf-8"))
+        else:
+            builtins.add(names.get(builtin, str(builtin)))
+    return sorted(builtins), sorted(custom)
+
+
+def flex_ops(model_content: bytes) -> list[str]:
+    """The Flex (TensorFlow fallback) ops of a `.tflite` flatbuffer, sorted."""
+    return [name for name in flatbuffer_ops(model_content)[1] if name.startswith("Flex")]
+
+
+# === Conversion ===
+
+
+def _converter_for(function, signature: str, saved_model_dir: str, custom_ops: bool):
+    """A `TFLiteConverter` of `function` (frozen, named inputs and dict outputs) under
+    the signature name `signature`, through a SavedModel: the converter's only way to
+    name a signature (`from_concrete_functions` calls a single one `serving_default`)."""
+    tf.saved_model.save(tf.Module(), saved_model_dir, signatures={signature: function})
+    converter = tf.lite.TFLiteConverter.from_saved_model(
+        saved_model_dir, signature_keys=[signature]
+    )
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    # Raw text: tensorflow-text's ops stay custom ops (their TFLite kernels run them).
+    converter.allow_custom_ops = custom_ops
+    return converter
+
+
+def _quantize(converter, quantize: str) -> None:
+    if quantize == portable.QUANTIZE_DYNAMIC_INT8:
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    elif quantize == portable.QUANTIZE_FLOAT16:
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.target_spec.supported_types = [tf.float16]
+
+
+def convert(function, signature: str, what: str, quantize: str, custom_ops: bool = False) -> bytes:
+    """The `.tflite` flatbuffer of `function`, builtin ops only (plus tensorflow-text's
+    kernels with `custom_ops`), checked: no Flex op, and every custom op resolves.
+
+    Raises:
+        portable.ConversionError: one line naming `what` and the converter's reason.
+    """
+    with tempfile.TemporaryDirectory(prefix="litert-") as saved_model_dir:
+        converter = _converter_for(function, signature, saved_model_dir, custom_ops)
+        _quantize(converter, quantize)
+        try:
+            content = converter.convert()
+        except Exception as error:  # the converter raises several types; one line says why
+            raise portable.ConversionError(
+                f"{what}: the TFLite converter failed: {_first_reason(error)}"
+            ) from error
+    flex = flex_ops(content)
+    if flex:
+        raise portable.ConversionError(f"{what}: the converted graph needs Flex ops {flex}")
+    if custom_ops:
+        _check_custom_ops_resolve(content, what)
+    return content
+
+
+def _first_reason(error: Exception) -> str:
+    """The converter's message reduced to one line: its first `error:` line if any."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    for line in lines:
+        if "error:" in line:
+            return line[line.index("error:") + len("error:") :].strip()[:300]
+    return (lines[0] if lines else type(error).__name__)[:300]
+
+
+def _check_custom_ops_resolve(content: bytes, what: str) -> None:
+    """A custom op that tensorflow-text's registrar does not provide (a TensorFlow op
+    the converter kept as custom) fails when the interpreter prepares it: caught here,
+    at export, rather than in an app."""
+    with tempfile.NamedTemporaryFile(suffix=".tflite") as f:
+        f.write(content)
+        f.flush()
+        try:
+            portable.litert_interpreter(f.name, custom_ops=True).allocate_tensors()
+        except RuntimeError as error:
+            raise portable.ConversionError(
+                f"{what}: the converted graph needs ops tensorflow-text's TFLite kernels "
+                f"do not provide: {_first_reason(error)}"
+            ) from error
+
+
+# === Raw text: tensorflow-text's tokenizer, trimming and builtin-op packing ===
+
+
+def fast_bert_tokenizer(tokenizer):
+    """tensorflow-text's `FastBertTokenizer` (int32 ids) closest to `tokenizer`, a
+    `BertTokenizer`: its vocabulary, casing and word-length limit."""
+    import tensorflow_text as tf_text
+
+    return tf_text.FastBertTokenizer(
+        vocab=tokenizer.get_vocabulary(),
+        token_out_type=tf.int32,
+        unknown_token=tokenizer.unknown_token,
+        suffix_indicator=tokenizer.suffix_indicator,
+        # FastBertTokenizer counts bytes where BERT counts characters: the byte count
+        # of the longest word BERT splits, so no word BERT splits becomes [UNK].
+        max_bytes_per_word=4 * tokenizer.max_chars_per_token,
+        lower_case_nfd_strip_accents=tokenizer.lowercase,
+    )
+
+
+class FastBertPacker:
+    """Raw strings -> `input_word_ids`, `input_mask`, `input_type_ids` (padded to the
+    longest packed input, at most `sequence_length`) with ops that have TFLite kernels:
+    tensorflow-text's `FastBertTokenizer` and `RoundRobinTrimmer`, then builtin ops.
+
+    `BertPacker`'s packing (`[CLS] A [SEP] B [SEP]`) and truncation: for one or two
+    segments BERT's longest-first truncation keeps the same tokens as round robin.
+    tensorflow-text's `combine_segments` converts to a `RaggedGather`, which has no
+    TFLite kernel, so the segments are laid out here with a cumulative sum and a
+    scatter.
+
+    Args:
+        tokenizer: the `BertTokenizer` (vocabulary, casing, word length).
+        sequence_length: int. Longest packed input.
+        segments: int. Text segments (1 or 2).
+    """
+
+    def __init__(self, tokenizer, sequence_length: int, segments: int):
+        import tensorflow_text as tf_text
+
+        vocabulary = tokenizer.get_vocabulary()
+        self._tokenizer = fast_bert_tokenizer(tokenizer)
+        self._trimmer = tf_text.RoundRobinTrimmer(max_seq_length=sequence_length - segments - 1)
+        self._cls = tokenizer.token_to_id("[CLS]")
+        self._sep = tokenizer.token_to_id("[SEP]")
+        self._pad = tokenizer.token_to_id("[PAD]") if "[PAD]" in vocabulary else 0
+
+    def __call__(self, inputs):
+        segments = list(inputs) if isinstance(inputs, tuple | list) else [inputs]
+        tokens = self._trimmer.trim([self._tokenizer.tokenize(text) for text in segments])
+        batch = tf.shape(segments[0])[0]
+        column = tf.ones([batch, 1], tf.int32)
+        ids, real, types = [column * self._cls], [column], [column * 0]
+        for index, segment in enumerate(tokens):
+            dense = segment.to_tensor(default_value=0)
+            present = tf.sequence_mask(segment.row_lengths(), tf.shape(dense)[1], tf.int32)
+            ids += [dense, column * self._sep]
+            real += [present, column]
+            types += [present * index, column * index]
+        ids, real, types = (tf.concat(parts, axis=1) for parts in (ids, real, types))
+        # Each real entry's place in the packed row; the others go to an extra column.
+        place = tf.cumsum(real, axis=1) - 1
+        length = tf.reduce_max(place[:, -1]) + 1
+        place = tf.where(real > 0, place, length)
+        rows = tf.broadcast_to(tf.range(batch)[:, tf.newaxis], tf.shape(place))
+        indices = tf.stack([rows, place], axis=-1)
+        shape = tf.stack([batch, length + 1])
+
+        def laid_out(values, fill):
+            return (tf.scatter_nd(indices, values * real - fill * real, shape) + fill)[:, :length]
+
+        return {
+            "input_word_ids": laid_out(ids, self._pad),
+            "input_mask": laid_out(real, 0),
+            "input_type_ids": laid_out(types, 0),
+        }
+
+
+def _raw_text_function(task, model, tokenizer, preprocessor):
+    """The raw-text `serving_default` of `task` with `FastBertPacker` in place of the
+    task's preprocessor, frozen; or a `ConversionError` naming why the task has none."""
+    from keras_bert_zoo.text.preprocessor import BertPreprocessor
+
+    what = f"{task.task_name} (raw-text LiteRT)"
+    fields = tuple(task.text_fields)
+    if type(preprocessor) is not BertPreprocessor:
+        raise portable.ConversionError(
+            f"{what}: only tasks packed by BertPreprocessor (sentence tasks, the encoder) "
+            f"have a raw-text LiteRT export; this one uses {type(preprocessor).__name__}"
+        )
+    if len(fields) > 2 or (len(fields) == 2 and preprocessor.packer.truncate == "waterfall"):
+        raise portable.ConversionError(
+            f"{what}: {len(fields)} text fields with {preprocessor.packer.truncate!r} "
+            "truncation; tensorflow-text's TFLite trimming matches it for one or two"
+        )
+    packer = FastBertPacker(tokenizer, preprocessor.sequence_length, len(fields))
+    answer = task.serving_outputs(model, packer)
+    specs = [tf.TensorSpec([None], tf.string, name=field) for field in fields]
+
+    def serve(*texts):
+        return signatures._check_outputs(answer(**dict(zip(fields, texts, strict=True))), what)
+
+    concrete = tf.function(serve).get_concrete_function(*specs)
+    return portable.frozen_function(concrete, specs), concrete.structured_outputs
+
+
+# === Export ===
+
+
+def export_litert(
+    output_dir: str,
+    task,
+    model,
+    tokenizer,
+    *,
+    preprocessor=None,
+    quantize: str = portable.QUANTIZE_NONE,
+    raw_text: bool = False,
+    prediction_slots: int = DEFAULT_PREDICTION_SLOTS,
+    overwrite: bool = False,
+    verify: bool = True,
+) -> portable.PortableExport:
+    """Writes a LiteRT export of `model` (see the module docstring) to `output_dir`.
+
+    Args:
+        output_dir: the export directory (refused if it exists, unless `overwrite`).
+        task: the `Servable` (a task, `EncoderServable`, `MaskedLMServable`).
+        model: its trained Keras model.
+        tokenizer: the `BertTokenizer` it was trained with.
+        preprocessor: the task's preprocessor; default `task.make_preprocessor(tokenizer)`.
+        quantize: `"none"`, `"dynamic_int8"` or `"float16"`.
+        raw_text: strings in (tensorflow-text custom ops) instead of ids.
+        prediction_slots: the masked LM's number of `masked_lm_positions` (ids in).
+        overwrite: replace an existing `output_dir`.
+        verify: run the converted model on the ids of the SavedModel exporter's warmup
+            texts and compare with the Keras model (float32: 1e-4; quantized: finite
+            answers) before publishing it.
+
+    Returns:
+        `portable.PortableExport`.
+
+    Raises:
+        portable.ConversionError: the family has no such export, or the converter
+            failed (one line naming the family and the reason).
+        FileExistsError: `output_dir` exists and `overwrite` is false.
+    """
+    portable.check_quantize(quantize)
+    output_dir = os.path.abspath(os.fspath(output_dir))
+    if os.path.lexists(output_dir) and not overwrite:
+        raise FileExistsError(
+            f"{output_dir} already exists: an export is never overwritten unless asked "
+            "(overwrite=True, --overwrite)"
+        )
+    if preprocessor is None:
+        preprocessor = task.make_preprocessor(tokenizer)
+    what = f"{task.task_name} ({type(model).__name__}, LiteRT)"
+    ids, expected = portable.reference_ids(task, model, preprocessor)
+    structure = portable.keras_output_structure(model(ids, training=False))
+    extra: dict[str, Any] = {}
+    if raw_text:
+        function, outputs = _raw_text_function(task, model, tokenizer, preprocessor)
+        signature = TEXT_SIGNATURE
+        inputs = {field: {"dtype": "string", "shape": [-1]} for field in task.text_fields}
+    else:
+        specs = signatures.model_input_specs(model)
+        if portable.MASKED_LM_POSITIONS in specs:
+            specs[portable.MASKED_LM_POSITIONS] = tf.TensorSpec(
+                [None, int(prediction_slots)], tf.int32, name=portable.MASKED_LM_POSITIONS
+            )
+            extra["prediction_slots"] = int(prediction_slots)
+        function = portable.ids_function(model, specs)
+        outputs = function.get_concrete_function().structured_outputs
+        signature = IDS_SIGNATURE
+        inputs = portable.tensor_schema(specs)
+    logger.info("Converting %s to LiteRT (quantize=%s)", what, quantize)
+    content = convert(function, signature, what, quantize, custom_ops=raw_text)
+    builtin_ops, custom_ops = flatbuffer_ops(content)
+    sidecar = portable.sidecar_description(
+        export_format=portable.LITERT_FORMAT,
+        input_kind=portable.TEXT_INPUT if raw_text else portable.IDS_INPUT,
+        signature=signature,
+        task=task,
+        tokenizer=tokenizer,
+        inputs=inputs,
+        outputs=portable.tensor_schema(outputs),
+        quantize=quantize,
+        keras_outputs=structure,
+        builtin_ops=builtin_ops,
+        custom_ops=custom_ops,
+        **extra,
+    )
+    if raw_text:
+        import tensorflow_text
+
+        sidecar["tensorflow_text_version"] = tensorflow_text.__version__
+
+    def write_model(path):
+        with open(path, "wb") as f:
+            f.write(content)
+        if verify and not raw_text:
+            _verify(path, sidecar, ids, expected, quantize, what)
+
+    return portable.write_export(output_dir, write_model, sidecar, tokenizer, overwrite)
+
+
+def _verify(model_path, sidecar, ids, expected, quantize, what) -> None:
+    runner = portable.ModelRunner(model_path, sidecar, num_threads=None)
+    feed = dict(ids)
+    slots = sidecar.get("prediction_slots")
+    if slots is not None:
+        positions = feed[portable.MASKED_LM_POSITIONS]
+        if positions.shape[1] > slots:
+            return  # the reference texts hold more masks than slots: nothing to compare
+        feed[portable.MASKED_LM_POSITIONS] = np.pad(
+            positions, [(0, 0), (0, slots - positions.shape[1])]
+        )
+    got = runner.run(feed)
+    if slots is not None:
+        got[portable.MASKED_LM_LOGITS] = got[portable.MASKED_LM_LOGITS][:, : positions.shape[1]]
+    portable.check_answers(expected, got, what, exact=quantize == portable.QUANTIZE_NONE)
+
+
+def export_finetuned_litert(finetuned, output_dir: str, **kwargs) -> portable.PortableExport:
+    """`export_litert` of a fine-tuned directory (`tasks.save_finetuned`) or a loaded
+    `tasks.FinetunedModel`; keywords go to `export_litert`."""
+    from keras_bert_zoo.tasks.saving import FinetunedModel, load_finetuned
+
+    if not isinstance(finetuned, FinetunedModel):
+        finetuned = load_finetuned(os.fspath(finetuned))
+    return export_litert(
+        output_dir,
+        finetuned.task,
+        finetuned.model,
+        finetuned.tokenizer,
+        preprocessor=finetuned.preprocessor,
+        **kwargs,
+    )
+
+
+def export_pretrained_litert(
+    checkpoint_dir: str,
+    output_dir: str,
+    kind: str = "encoder",
+    *,
+    max_seq_length: int = 128,
+    top_k: int = 5,
+    text_fields=("sentence",),
+    allow_partial: bool = False,
+    **kwargs,
+) -> portable.PortableExport:
+    """`export_litert` of a pretrained checkpoint as an `"encoder"` or a `"masked_lm"`
+    (see `export.export_pretrained`); other keywords go to `export_litert`."""
+    servable, model, tokenizer = portable.pretrained_servable(
+        checkpoint_dir,
+        kind,
+        max_seq_length=max_seq_length,
+        top_k=top_k,
+        text_fields=text_fields,
+        allow_partial=allow_partial,
+    )
+    return export_litert(output_dir, servable, model, tokenizer, **kwargs)

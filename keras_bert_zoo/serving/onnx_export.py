@@ -1,0 +1,251 @@
+"""ONNX exports of a task model, ids in, through tf2onnx; answered by ONNX Runtime.
+
+`export_onnx` writes an export directory (`portable.py`: `model.onnx`, the sidecar
+`export.json`, `vocab.txt`). The graph's inputs and outputs are those of the
+SavedModel's `serve_ids` (`input_word_ids`, `input_mask`, `input_type_ids` int32
+`[batch, length]`, both dynamic; the raw head outputs by name), for every family:
+encoder, sentence classification / regression, span (SQuAD), tagging, multiple choice,
+masked LM. An app tokenizes with the sidecar's vocabulary and casing. Raw text in has
+no ONNX export: the tokenizer's string ops, its int64 hash tables and
+`UnsortedSegmentMax` have no ONNX form that ONNX Runtime runs.
+
+GELU: TensorFlow computes the exact GELU as `0.5 * x * erfc(-x / sqrt(2))`, and tf2onnx
+has no `Erfc` conversion (the op is left as is and ONNX Runtime refuses the graph,
+INVALID_GRAPH). The export writes it `0.5 * x * (1 + erf(x / sqrt(2)))` (the identity
+`erfc(-z) = 1 + erf(z)`), through tf2onnx's custom-op handler: in the exported graph
+only. Not in the Keras model: the erf form moves MiniLM's sequence output by up to
+2.5e-5 on real sentences (pooled output 2e-7; float32 rounding of `1 + erf` near -1),
+more than the 1e-6 a change of the model may move an answer.
+
+Quantization (`quantize`): `"none"` (float32) or `"dynamic_int8"` (ONNX Runtime's
+`quantize_dynamic`: int8 weights of the matmuls and embeddings, per output channel,
+activations quantized on the fly).
+
+Why not Keras' `model.export(format="onnx")`: it converts the model's own outputs
+(positional, no `serve_ids` names) and keeps `Erfc`.
+
+Example:
+
+```python
+from keras_bert_zoo.serving import onnx_export, portable
+
+exported = onnx_export.export_finetuned_onnx("runs/sst2/best", "exports/sst2_onnx")
+model = portable.load_portable_model(exported.path)
+print(model(sentence=["a gripping, funny film"]))
+```
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+
+import numpy as np
+
+from keras_bert_zoo.serving import portable, signatures
+
+logger = logging.getLogger(__name__)
+
+ONNX_QUANTIZE_CHOICES = (portable.QUANTIZE_NONE, portable.QUANTIZE_DYNAMIC_INT8)
+# ONNX opset of the exported graph: ONNX Runtime 1.16 and later run it.
+OPSET = 17
+
+
+def _erfc_as_erf(ctx, node, name, args):
+    """tf2onnx handler of TensorFlow's `Erfc`: `erfc(z) = 1 - erf(z)` (see the module
+    docstring: tf2onnx has no conversion of its own, ONNX Runtime no `Erfc`)."""
+    import tf2onnx
+
+    dtype = tf2onnx.utils.map_onnx_to_numpy_type(ctx.get_dtype(node.input[0]))
+    erf = ctx.make_node("Erf", [node.input[0]])
+    one = ctx.make_const(tf2onnx.utils.make_name(f"{name}_one"), np.array(1, dtype))
+    node.type = "Sub"
+    node.domain = ""  # the standard ONNX domain, not tf2onnx's custom-op one
+    ctx.replace_inputs(node, [one.output[0], erf.output[0]])
+    return node
+
+
+def convert(function, input_specs, what: str) -> bytes:
+    """The serialized ONNX model of `function` (frozen ids function, named dict outputs).
+
+    Raises:
+        portable.ConversionError: one line naming `what` and tf2onnx's reason.
+    """
+    import tf2onnx
+
+    # tf2onnx logs each step at INFO (opset, constant folding, optimizer counts).
+    tf2onnx_logger = logging.getLogger("tf2onnx")
+    level = tf2onnx_logger.level
+    tf2onnx_logger.setLevel(logging.WARNING)
+    try:
+        proto, _ = tf2onnx.convert.from_function(
+            function,
+            input_signature=list(input_specs),
+            opset=OPSET,
+            custom_op_handlers={"Erfc": (_erfc_as_erf, [])},
+        )
+    except Exception as error:  # tf2onnx raises several types; one line says why
+        reason = str(error).strip().splitlines()[0][:300] if str(error).strip() else ""
+        raise portable.ConversionError(
+            f"{what}: tf2onnx failed: {type(error).__name__} {reason}"
+        ) from error
+    finally:
+        tf2onnx_logger.setLevel(level)
+    # tf2onnx logs an op it cannot convert and leaves it in the graph as is; ONNX
+    # Runtime would refuse the graph later, so it is refused here, by name.
+    import onnx
+
+    unsupported = sorted(
+        {node.op_type for node in proto.graph.node if not onnx.defs.has(node.op_type, node.domain)}
+    )
+    if unsupported:
+        raise portable.ConversionError(
+            f"{what}: ops with no ONNX conversion left in the graph: {unsupported}"
+        )
+    return proto.SerializeToString()
+
+
+def quantize_dynamic_int8(model_bytes: bytes) -> bytes:
+    """`model_bytes` with ONNX Runtime's dynamic int8 quantization (int8 weights)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory(prefix="onnx-int8-") as directory:
+        source, target = (os.path.join(directory, name) for name in ("f.onnx", "q.onnx"))
+        with open(source, "wb") as f:
+            f.write(model_bytes)
+        # ONNX Runtime's quantizer logs advice through the root logger (pre-processing,
+        # tensors it leaves in float): nothing for the user of an export to act on.
+        root = logging.getLogger()
+        level = root.level
+        root.setLevel(logging.ERROR)
+        try:
+            # Per channel: on MiniLM's real sentences per-tensor weights took the
+            # pooled output's mean cosine to float to 0.981, per channel 0.994.
+            quantize_dynamic(source, target, weight_type=QuantType.QInt8, per_channel=True)
+        finally:
+            root.setLevel(level)
+        with open(target, "rb") as f:
+            return f.read()
+
+
+def export_onnx(
+    output_dir: str,
+    task,
+    model,
+    tokenizer,
+    *,
+    preprocessor=None,
+    quantize: str = portable.QUANTIZE_NONE,
+    overwrite: bool = False,
+    verify: bool = True,
+) -> portable.PortableExport:
+    """Writes an ONNX export of `model` (see the module docstring) to `output_dir`.
+
+    Args:
+        output_dir: the export directory (refused if it exists, unless `overwrite`).
+        task: the `Servable` (a task, `EncoderServable`, `MaskedLMServable`).
+        model: its trained Keras model.
+        tokenizer: the `BertTokenizer` it was trained with.
+        preprocessor: the task's preprocessor; default `task.make_preprocessor(tokenizer)`.
+        quantize: `"none"` or `"dynamic_int8"`.
+        overwrite: replace an existing `output_dir`.
+        verify: run the exported model on ONNX Runtime on the ids of the SavedModel
+            exporter's warmup texts and compare with the Keras model (float32: 1e-4;
+            quantized: finite answers) before publishing it.
+
+    Returns:
+        `portable.PortableExport`.
+
+    Raises:
+        portable.ConversionError: the converter failed (one line naming the family).
+        FileExistsError: `output_dir` exists and `overwrite` is false.
+    """
+    what = f"{task.task_name} ({type(model).__name__}, ONNX)"
+    if quantize not in ONNX_QUANTIZE_CHOICES:
+        raise ValueError(
+            f"{what}: quantize must be one of {', '.join(ONNX_QUANTIZE_CHOICES)}; got {quantize!r}"
+        )
+    output_dir = os.path.abspath(os.fspath(output_dir))
+    if os.path.lexists(output_dir) and not overwrite:
+        raise FileExistsError(
+            f"{output_dir} already exists: an export is never overwritten unless asked "
+            "(overwrite=True, --overwrite)"
+        )
+    if preprocessor is None:
+        preprocessor = task.make_preprocessor(tokenizer)
+    ids, expected = portable.reference_ids(task, model, preprocessor)
+    structure = portable.keras_output_structure(model(ids, training=False))
+    specs = signatures.model_input_specs(model)
+    function = portable.ids_function(model, specs)
+    logger.info("Converting %s to ONNX (quantize=%s)", what, quantize)
+    content = convert(function, specs.values(), what)
+    if quantize == portable.QUANTIZE_DYNAMIC_INT8:
+        content = quantize_dynamic_int8(content)
+    import onnxruntime
+    import tf2onnx
+
+    sidecar = portable.sidecar_description(
+        export_format=portable.ONNX_FORMAT,
+        input_kind=portable.IDS_INPUT,
+        signature=signatures.IDS_SIGNATURE,
+        task=task,
+        tokenizer=tokenizer,
+        inputs=portable.tensor_schema(specs),
+        outputs=portable.tensor_schema(function.get_concrete_function().structured_outputs),
+        quantize=quantize,
+        keras_outputs=structure,
+        opset=OPSET,
+        tf2onnx_version=tf2onnx.__version__,
+        onnxruntime_version=onnxruntime.__version__,
+    )
+
+    def write_model(path):
+        with open(path, "wb") as f:
+            f.write(content)
+        if verify:
+            got = portable.ModelRunner(path, sidecar, num_threads=None).run(ids)
+            portable.check_answers(expected, got, what, exact=quantize == portable.QUANTIZE_NONE)
+
+    return portable.write_export(output_dir, write_model, sidecar, tokenizer, overwrite)
+
+
+def export_finetuned_onnx(finetuned, output_dir: str, **kwargs) -> portable.PortableExport:
+    """`export_onnx` of a fine-tuned directory (`tasks.save_finetuned`) or a loaded
+    `tasks.FinetunedModel`; keywords go to `export_onnx`."""
+    from keras_bert_zoo.tasks.saving import FinetunedModel, load_finetuned
+
+    if not isinstance(finetuned, FinetunedModel):
+        finetuned = load_finetuned(os.fspath(finetuned))
+    return export_onnx(
+        output_dir,
+        finetuned.task,
+        finetuned.model,
+        finetuned.tokenizer,
+        preprocessor=finetuned.preprocessor,
+        **kwargs,
+    )
+
+
+def export_pretrained_onnx(
+    checkpoint_dir: str,
+    output_dir: str,
+    kind: str = "encoder",
+    *,
+    max_seq_length: int = 128,
+    top_k: int = 5,
+    text_fields=("sentence",),
+    allow_partial: bool = False,
+    **kwargs,
+) -> portable.PortableExport:
+    """`export_onnx` of a pretrained checkpoint as an `"encoder"` or a `"masked_lm"`
+    (see `export.export_pretrained`); other keywords go to `export_onnx`."""
+    servable, model, tokenizer = portable.pretrained_servable(
+        checkpoint_dir,
+        kind,
+        max_seq_length=max_seq_length,
+        top_k=top_k,
+        text_fields=text_fields,
+        allow_partial=allow_partial,
+    )
+    return export_onnx(output_dir, servable, model, tokenizer, **kwargs)

@@ -1,0 +1,114 @@
+"""ONNX exports (keras_bert_zoo/serving/onnx_export.py), run by ONNX Runtime and checked
+against the Keras model.
+
+Every family's ONNX model answers as the Keras model on the same random ids (to 1e-5),
+with the SavedModel's `serve_ids` inputs and outputs, and with the task's answers on raw
+text through the sidecar's vocabulary; the graph's GELU is the `Erf` form ONNX Runtime
+runs, every op in the standard domain. Dynamic int8 keeps the answers close. A
+quantization the ONNX export does not offer, and a converter failure, end with one line
+naming the family.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import child_process
+import onnx
+import onnxruntime
+import pytest
+import tensorflow as tf
+
+from keras_bert_zoo.serving import onnx_export, portable
+
+HERE = pathlib.Path(__file__).resolve().parent
+ph = child_process.import_by_path("kbz_portable_test_helpers", HERE / "portable_test_helpers.py")
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return ph.minilm_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def family_exports(tmp_path_factory, helpers, tokenizer):
+    """`{family: (task, model, PortableExport)}`: each family's float ONNX export."""
+    base = tmp_path_factory.mktemp("onnx")
+    exports = {}
+    for family in ph.FAMILIES:
+        task, model = ph.family_model(family, helpers, tokenizer.vocabulary_size())
+        exported = onnx_export.export_onnx(str(base / family), task, model, tokenizer)
+        exports[family] = (task, model, exported)
+    return exports
+
+
+def _session(path):
+    return onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+
+
+def _run(session, ids):
+    names = [output.name for output in session.get_outputs()]
+    return dict(zip(names, session.run(names, ids), strict=True))
+
+
+@pytest.mark.parametrize("family", ph.FAMILIES)
+def test_each_family_answers_as_the_keras_model(family, family_exports, tokenizer):
+    task, model, exported = family_exports[family]
+    session = _session(exported.model_path)
+    assert sorted(i.name for i in session.get_inputs()) == sorted(
+        ph.random_ids(model, tokenizer.vocabulary_size())
+    )
+    assert sorted(o.name for o in session.get_outputs()) == ph.serve_ids_output_names(model)
+    for seed in range(2):
+        ids = ph.random_ids(model, tokenizer.vocabulary_size(), seed=seed)
+        ph.assert_same_answers(ph.keras_outputs(model, ids), _run(session, ids))
+    request = ph.text_request(task)
+    answers = portable.load_portable_model(exported.path)(**request)
+    ph.assert_same_answers(ph.eager_answers(task, model, tokenizer, request), answers)
+
+
+@pytest.mark.parametrize("family", ["sentence_classification", "encoder"])
+def test_gelu_is_the_erf_form_and_every_op_standard(family, family_exports):
+    _, _, exported = family_exports[family]
+    graph = onnx.load(exported.model_path).graph
+    ops = {node.op_type for node in graph.node}
+    assert "Erf" in ops and "Erfc" not in ops, sorted(ops)
+    assert not [node.op_type for node in graph.node if node.domain not in ("", "ai.onnx")]
+    onnx.checker.check_model(onnx.load(exported.model_path))
+
+
+def test_dynamic_int8_keeps_the_answers(tmp_path, family_exports, tokenizer):
+    """Int8 weights: about a quarter of the float file, outputs close to the Keras
+    model's on random ids (the tiny models' weights are large: a loose bound)."""
+    task, model, exported = family_exports["encoder"]
+    small = onnx_export.export_onnx(
+        str(tmp_path / "int8"), task, model, tokenizer, quantize="dynamic_int8"
+    )
+    assert small.size_bytes <= 0.3 * exported.size_bytes
+    ops = {node.op_type for node in onnx.load(small.model_path).graph.node}
+    assert ops & {"DynamicQuantizeLinear", "MatMulInteger", "DequantizeLinear"}, ops
+    ids = ph.random_ids(model, tokenizer.vocabulary_size(), batch=8)
+    got, want = _run(_session(small.model_path), ids), ph.keras_outputs(model, ids)
+    assert ph.cosines(want["pooled_output"], got["pooled_output"]).min() > 0.99
+
+
+def test_float16_is_refused_in_one_line(tmp_path, family_exports, tokenizer):
+    task, model, _ = family_exports["encoder"]
+    with pytest.raises(ValueError) as raised:
+        onnx_export.export_onnx(str(tmp_path / "f16"), task, model, tokenizer, quantize="float16")
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith("encoder (BertEncoder, ONNX): quantize")
+    assert not (tmp_path / "f16").exists()
+
+
+def test_converter_failure_is_one_line_naming_it():
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    def no_onnx_form(text):
+        return {"ids": tf.strings.to_hash_bucket_fast(tf.strings.lower(text), 7)}
+
+    with pytest.raises(portable.ConversionError) as raised:
+        onnx_export.convert(
+            no_onnx_form, [tf.TensorSpec([None], tf.string, name="text")], "my_family (ONNX)"
+        )
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith("my_family (ONNX): "), message
