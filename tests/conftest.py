@@ -19,16 +19,19 @@ TOOLS = TESTS.parent / "tools"
 # after these, in pytest's order; the order changes no result, only the wall time.
 LONGEST_FILES = (
     "text/test_tokenizer_parity.py",  # 280 s
+    "test_readme_commands_finetuning.py",  # ~250 s (with "Distillation")
     "test_readme_commands_pretraining.py",  # 215 s
     "test_readme_commands.py",  # 195 s
     "serving/test_export.py",  # 180 s
-    "test_readme_commands_finetuning.py",  # 165 s
+    "runners/test_distillation.py",  # ~110 s
     "serving/test_answers.py",  # 120 s
     "tools/test_run_finetuning_interrupt.py",  # ~115 s
     "tools/test_installed_wheel.py",  # ~95 s
     "training/test_trainer.py",  # ~100 s
     "training/test_distribute.py",  # 95 s
     "serving/test_native.py",  # 85 s
+    "tools/test_run_distillation.py",  # ~80 s
+    "serving/test_litert.py",  # ~75 s
     "tasks/test_sentence_finetuning.py",  # 85 s
     "runners/test_finetuning_distributed.py",  # 80 s
     "tasks/test_task_serving_outputs.py",  # 70 s
@@ -43,6 +46,8 @@ LONGEST_FILES = (
     "test_readme_commands_machines.py",  # ~50 s
     "pretraining/test_pretraining_creator.py",  # 50 s
     "tools/test_run_pretraining_tool.py",  # 45 s
+    "pretraining/test_beam_pipeline.py",  # ~40 s
+    "serving/test_onnx_export.py",  # ~35 s
 )
 
 

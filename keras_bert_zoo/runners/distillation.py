@@ -43,8 +43,7 @@ from keras_bert_zoo.runners.configs import (
     config_from_distillation_flags,
     define_distillation_flags,
 )
-from keras_bert_zoo.runners.runner import Runner, RunResult
-from keras_bert_zoo.tasks import base, run_outputs
+from keras_bert_zoo.tasks import run_outputs
 from keras_bert_zoo.tasks.saving import finetuned_tokenizer, read_task_description
 from keras_bert_zoo.utils.atomic import write_json_atomically
 
@@ -297,17 +296,11 @@ class DistillationJob(finetuning.FinetuningJob):
         if write:
             write_json_atomically(path, settings)
 
-    def dataset_fn(self):
-        config = self.config
-        return base.training_dataset_fn(
-            self.task,
-            self.train_examples,
-            self.preprocessor,
-            config.train_batch_size,
-            seed=config.seed,
-            features_fn=self._training_features,
-            shuffle_buffer=max(10_000, self.num_training_features),
-        )
+    def training_features(self) -> dict[str, Any]:
+        return {
+            "features_fn": self._training_features,
+            "shuffle_buffer": max(10_000, self.num_training_features),
+        }
 
     def _training_features(self):
         """The labelled features (`sample_weight` 1) and the transfer set's (its labels
@@ -378,6 +371,18 @@ class DistillationJob(finetuning.FinetuningJob):
         }
         return record
 
+    def write_evaluation_summaries(self, step) -> None:
+        super().write_evaluation_summaries(step)
+        # The teacher's evaluation also goes in distillation.json, once: eval_results.json
+        # is rewritten by any later evaluation of the directory (run_finetuning --mode=eval).
+        path = os.path.join(self.output_dir, DISTILLATION_FILE)
+        if self.teacher_results and not getattr(self, "_teacher_results_saved", False):
+            with open(path, encoding="utf-8") as f:
+                saved = json.load(f)
+            saved["teacher_results"] = self.teacher_results
+            write_json_atomically(path, saved)
+            self._teacher_results_saved = True
+
     def export_best(self):
         from keras_bert_zoo.tasks.saving import save_finetuned
 
@@ -402,20 +407,11 @@ class DistillationResult(finetuning.FinetuningResult):
 
 def run_distillation(config: DistillationConfig) -> DistillationResult:
     """Trains the student of `config.teacher` (see the module docstring)."""
-    runner = Runner(DistillationJob(config))
-    ran = runner.run()
-    job = runner.job
-    result = DistillationResult(
-        **{field.name: getattr(ran, field.name) for field in dataclasses.fields(RunResult)},
-        config=job.config,
-        task=job.task,
-        tokenizer=job.tokenizer,
-        preprocessor=job.preprocessor,
-        teacher_results=job.teacher_results,
+    return finetuning.run_job(
+        DistillationJob(config),
+        DistillationResult,
+        teacher_results=lambda job: job.teacher_results,
     )
-    if job.evaluates:
-        result.eval_answers = (job.eval_sets, job.last_answers)
-    return result
 
 
 def summary(result: DistillationResult) -> str:

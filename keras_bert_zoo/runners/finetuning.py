@@ -253,7 +253,12 @@ class FinetuningJob(Job):
             self.preprocessor,
             config.train_batch_size,
             seed=config.seed,
+            **self.training_features(),
         )
+
+    def training_features(self) -> dict[str, Any]:
+        """`training_dataset_fn`'s `features_fn`, `shuffle_buffer` (none: the examples')."""
+        return {}
 
     def log_plan(self) -> None:
         from keras_bert_zoo.training import flags as training_flags
@@ -440,21 +445,28 @@ class FinetuningJob(Job):
 # === The run ===
 
 
-def run_finetuning(config: FinetuningConfig) -> FinetuningResult:
-    """Runs `config.mode` through the runner's skeleton (see the module docstring);
-    returns a `FinetuningResult`. The chief writes the metrics and prediction files."""
-    runner = Runner(FinetuningJob(config))
-    ran = runner.run()
-    job = runner.job
-    result = FinetuningResult(
+def run_job(job: FinetuningJob, result_class=FinetuningResult, **extra) -> FinetuningResult:
+    """Runs `job` (a `FinetuningJob` or a subclass) through the runner's skeleton; its
+    `result_class` result, with the `extra` fields."""
+    ran = Runner(job).run()
+    result = result_class(
         **{field.name: getattr(ran, field.name) for field in dataclasses.fields(RunResult)},
         config=job.config,
         task=job.task,
         tokenizer=job.tokenizer,
         preprocessor=job.preprocessor,
+        **{name: value(job) for name, value in extra.items()},
     )
     if job.evaluates:
         result.eval_answers = (job.eval_sets, job.last_answers)
+    return result
+
+
+def run_finetuning(config: FinetuningConfig) -> FinetuningResult:
+    """Runs `config.mode` through the runner's skeleton (see the module docstring);
+    returns a `FinetuningResult`. The chief writes the metrics and prediction files."""
+    result = run_job(FinetuningJob(config), FinetuningResult)
+    if result.eval_answers is not None:
         logger.info(
             "eval (step %s): %s", result.step, run_outputs.format_results(result.eval_results)
         )

@@ -684,21 +684,14 @@ def export_pretrained(
     `allow_partial`, which leaves missing heads random). Other keywords go to
     `export_saved_model`.
     """
-    from keras_bert_zoo.checkpoints import from_pretrained
-    from keras_bert_zoo.serving.servables import EncoderServable, MaskedLMServable
-    from keras_bert_zoo.text import BertTokenizer
+    from keras_bert_zoo.serving.servables import pretrained_servable
 
-    vocab = os.path.join(os.fspath(checkpoint_dir), "vocab.txt")
-    if not os.path.isfile(vocab):
-        raise FileNotFoundError(f"{checkpoint_dir}: no vocab.txt beside the checkpoint")
-    if kind == "encoder":
-        servable = EncoderServable(max_seq_length, text_fields=text_fields)
-        model = from_pretrained(checkpoint_dir, allow_partial=allow_partial)
-    elif kind == "masked_lm":
-        servable = MaskedLMServable(max_seq_length, top_k=top_k, text_fields=text_fields)
-        model = from_pretrained(checkpoint_dir, model="pretrainer", allow_partial=allow_partial)
-    else:
-        raise ValueError(f"kind must be 'encoder' or 'masked_lm', got {kind!r}")
-    return export_saved_model(
-        export_base, model_name, servable, model, BertTokenizer(vocab), **kwargs
+    servable, model, tokenizer = pretrained_servable(
+        checkpoint_dir,
+        kind,
+        max_seq_length=max_seq_length,
+        top_k=top_k,
+        text_fields=text_fields,
+        allow_partial=allow_partial,
     )
+    return export_saved_model(export_base, model_name, servable, model, tokenizer, **kwargs)

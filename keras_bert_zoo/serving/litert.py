@@ -50,7 +50,6 @@ print(model(sentence=["a gripping, funny film"]))
 from __future__ import annotations
 
 import logging
-import os
 import tempfile
 from typing import Any
 
@@ -320,17 +319,10 @@ def export_litert(
         FileExistsError: `output_dir` exists and `overwrite` is false.
     """
     portable.check_quantize(quantize)
-    output_dir = os.path.abspath(os.fspath(output_dir))
-    if os.path.lexists(output_dir) and not overwrite:
-        raise FileExistsError(
-            f"{output_dir} already exists: an export is never overwritten unless asked "
-            "(overwrite=True, --overwrite)"
-        )
-    if preprocessor is None:
-        preprocessor = task.make_preprocessor(tokenizer)
+    output_dir, preprocessor, ids, expected, structure = portable.start_export(
+        output_dir, overwrite, task, model, tokenizer, preprocessor
+    )
     what = f"{task.task_name} ({type(model).__name__}, LiteRT)"
-    ids, expected = portable.reference_ids(task, model, preprocessor)
-    structure = portable.keras_output_structure(model(ids, training=False))
     extra: dict[str, Any] = {}
     if raw_text:
         function, outputs = _raw_text_function(task, model, tokenizer, preprocessor)
@@ -398,39 +390,15 @@ def _verify(model_path, sidecar, ids, expected, quantize, what) -> None:
 def export_finetuned_litert(finetuned, output_dir: str, **kwargs) -> portable.PortableExport:
     """`export_litert` of a fine-tuned directory (`tasks.save_finetuned`) or a loaded
     `tasks.FinetunedModel`; keywords go to `export_litert`."""
-    from keras_bert_zoo.tasks.saving import FinetunedModel, load_finetuned
-
-    if not isinstance(finetuned, FinetunedModel):
-        finetuned = load_finetuned(os.fspath(finetuned))
-    return export_litert(
-        output_dir,
-        finetuned.task,
-        finetuned.model,
-        finetuned.tokenizer,
-        preprocessor=finetuned.preprocessor,
-        **kwargs,
-    )
+    return portable.export_finetuned_with(export_litert, finetuned, output_dir, **kwargs)
 
 
 def export_pretrained_litert(
-    checkpoint_dir: str,
-    output_dir: str,
-    kind: str = "encoder",
-    *,
-    max_seq_length: int = 128,
-    top_k: int = 5,
-    text_fields=("sentence",),
-    allow_partial: bool = False,
-    **kwargs,
+    checkpoint_dir: str, output_dir: str, kind: str = "encoder", **kwargs
 ) -> portable.PortableExport:
     """`export_litert` of a pretrained checkpoint as an `"encoder"` or a `"masked_lm"`
-    (see `export.export_pretrained`); other keywords go to `export_litert`."""
-    servable, model, tokenizer = portable.pretrained_servable(
-        checkpoint_dir,
-        kind,
-        max_seq_length=max_seq_length,
-        top_k=top_k,
-        text_fields=text_fields,
-        allow_partial=allow_partial,
+    (`max_seq_length`, `top_k`, `text_fields`, `allow_partial` as in
+    `export.export_pretrained`); other keywords go to `export_litert`."""
+    return portable.export_pretrained_with(
+        export_litert, checkpoint_dir, output_dir, kind, **kwargs
     )
-    return export_litert(output_dir, servable, model, tokenizer, **kwargs)

@@ -166,16 +166,9 @@ def export_onnx(
         raise ValueError(
             f"{what}: quantize must be one of {', '.join(ONNX_QUANTIZE_CHOICES)}; got {quantize!r}"
         )
-    output_dir = os.path.abspath(os.fspath(output_dir))
-    if os.path.lexists(output_dir) and not overwrite:
-        raise FileExistsError(
-            f"{output_dir} already exists: an export is never overwritten unless asked "
-            "(overwrite=True, --overwrite)"
-        )
-    if preprocessor is None:
-        preprocessor = task.make_preprocessor(tokenizer)
-    ids, expected = portable.reference_ids(task, model, preprocessor)
-    structure = portable.keras_output_structure(model(ids, training=False))
+    output_dir, preprocessor, ids, expected, structure = portable.start_export(
+        output_dir, overwrite, task, model, tokenizer, preprocessor
+    )
     specs = signatures.model_input_specs(model)
     function = portable.ids_function(model, specs)
     logger.info("Converting %s to ONNX (quantize=%s)", what, quantize)
@@ -213,39 +206,13 @@ def export_onnx(
 def export_finetuned_onnx(finetuned, output_dir: str, **kwargs) -> portable.PortableExport:
     """`export_onnx` of a fine-tuned directory (`tasks.save_finetuned`) or a loaded
     `tasks.FinetunedModel`; keywords go to `export_onnx`."""
-    from keras_bert_zoo.tasks.saving import FinetunedModel, load_finetuned
-
-    if not isinstance(finetuned, FinetunedModel):
-        finetuned = load_finetuned(os.fspath(finetuned))
-    return export_onnx(
-        output_dir,
-        finetuned.task,
-        finetuned.model,
-        finetuned.tokenizer,
-        preprocessor=finetuned.preprocessor,
-        **kwargs,
-    )
+    return portable.export_finetuned_with(export_onnx, finetuned, output_dir, **kwargs)
 
 
 def export_pretrained_onnx(
-    checkpoint_dir: str,
-    output_dir: str,
-    kind: str = "encoder",
-    *,
-    max_seq_length: int = 128,
-    top_k: int = 5,
-    text_fields=("sentence",),
-    allow_partial: bool = False,
-    **kwargs,
+    checkpoint_dir: str, output_dir: str, kind: str = "encoder", **kwargs
 ) -> portable.PortableExport:
     """`export_onnx` of a pretrained checkpoint as an `"encoder"` or a `"masked_lm"`
-    (see `export.export_pretrained`); other keywords go to `export_onnx`."""
-    servable, model, tokenizer = portable.pretrained_servable(
-        checkpoint_dir,
-        kind,
-        max_seq_length=max_seq_length,
-        top_k=top_k,
-        text_fields=text_fields,
-        allow_partial=allow_partial,
-    )
-    return export_onnx(output_dir, servable, model, tokenizer, **kwargs)
+    (`max_seq_length`, `top_k`, `text_fields`, `allow_partial` as in
+    `export.export_pretrained`); other keywords go to `export_onnx`."""
+    return portable.export_pretrained_with(export_onnx, checkpoint_dir, output_dir, kind, **kwargs)

@@ -521,31 +521,62 @@ def describe_portable(path: str) -> str:
     return "\n".join(lines)
 
 
-def pretrained_servable(
+def export_finetuned_with(export, finetuned, output_dir: str, **kwargs) -> PortableExport:
+    """`export(output_dir, task, model, tokenizer, preprocessor=..., **kwargs)` of a
+    fine-tuned directory (`tasks.save_finetuned`) or a loaded `tasks.FinetunedModel`."""
+    from keras_bert_zoo.tasks.saving import FinetunedModel, load_finetuned
+
+    if not isinstance(finetuned, FinetunedModel):
+        finetuned = load_finetuned(os.fspath(finetuned))
+    return export(
+        output_dir,
+        finetuned.task,
+        finetuned.model,
+        finetuned.tokenizer,
+        preprocessor=finetuned.preprocessor,
+        **kwargs,
+    )
+
+
+def export_pretrained_with(
+    export,
     checkpoint_dir: str,
+    output_dir: str,
     kind: str = "encoder",
     *,
     max_seq_length: int = 128,
     top_k: int = 5,
     text_fields=("sentence",),
     allow_partial: bool = False,
-):
-    """`(servable, model, tokenizer)` of a pretrained checkpoint (Google or Hugging Face
-    layout, with its `vocab.txt`) as an `"encoder"` or a `"masked_lm"`, as
-    `export.export_pretrained` serves it."""
-    from keras_bert_zoo.checkpoints import from_pretrained
-    from keras_bert_zoo.serving.servables import EncoderServable, MaskedLMServable
-    from keras_bert_zoo.text import BertTokenizer
+    **kwargs,
+) -> PortableExport:
+    """`export(output_dir, servable, model, tokenizer, **kwargs)` of a pretrained
+    checkpoint as an `"encoder"` or a `"masked_lm"` (see `export.export_pretrained`)."""
+    from keras_bert_zoo.serving.servables import pretrained_servable
 
-    vocab = os.path.join(os.fspath(checkpoint_dir), "vocab.txt")
-    if not os.path.isfile(vocab):
-        raise FileNotFoundError(f"{checkpoint_dir}: no vocab.txt beside the checkpoint")
-    if kind == "encoder":
-        servable = EncoderServable(max_seq_length, text_fields=text_fields)
-        model = from_pretrained(checkpoint_dir, allow_partial=allow_partial)
-    elif kind == "masked_lm":
-        servable = MaskedLMServable(max_seq_length, top_k=top_k, text_fields=text_fields)
-        model = from_pretrained(checkpoint_dir, model="pretrainer", allow_partial=allow_partial)
-    else:
-        raise ValueError(f"kind must be 'encoder' or 'masked_lm', got {kind!r}")
-    return servable, model, BertTokenizer(vocab)
+    servable, model, tokenizer = pretrained_servable(
+        checkpoint_dir,
+        kind,
+        max_seq_length=max_seq_length,
+        top_k=top_k,
+        text_fields=text_fields,
+        allow_partial=allow_partial,
+    )
+    return export(output_dir, servable, model, tokenizer, **kwargs)
+
+
+def start_export(output_dir: str, overwrite: bool, task, model, tokenizer, preprocessor):
+    """What every portable export starts with: the absolute `output_dir` (refused when it
+    exists, unless `overwrite`), the preprocessor, the reference ids and the Keras
+    model's answers to them, and the structure of its outputs."""
+    output_dir = os.path.abspath(os.fspath(output_dir))
+    if os.path.lexists(output_dir) and not overwrite:
+        raise FileExistsError(
+            f"{output_dir} already exists: an export is never overwritten unless asked "
+            "(overwrite=True, --overwrite)"
+        )
+    if preprocessor is None:
+        preprocessor = task.make_preprocessor(tokenizer)
+    ids, expected = reference_ids(task, model, preprocessor)
+    structure = keras_output_structure(model(ids, training=False))
+    return output_dir, preprocessor, ids, expected, structure

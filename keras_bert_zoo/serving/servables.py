@@ -27,6 +27,7 @@ Answers of `serving_default`:
 
 from __future__ import annotations
 
+import os
 from typing import Any, ClassVar
 
 import keras
@@ -261,3 +262,32 @@ class MaskedLMServable(Servable):
             }
 
         return answer
+
+
+def pretrained_servable(
+    checkpoint_dir: str,
+    kind: str = "encoder",
+    *,
+    max_seq_length: int = 128,
+    top_k: int = 5,
+    text_fields=("sentence",),
+    allow_partial: bool = False,
+):
+    """`(servable, model, tokenizer)` of a pretrained checkpoint (Google or Hugging Face
+    layout, with its `vocab.txt`) as an `"encoder"` or a `"masked_lm"`, as
+    `export.export_pretrained` serves it."""
+    from keras_bert_zoo.checkpoints import from_pretrained
+    from keras_bert_zoo.text import BertTokenizer
+
+    vocab = os.path.join(os.fspath(checkpoint_dir), "vocab.txt")
+    if not os.path.isfile(vocab):
+        raise FileNotFoundError(f"{checkpoint_dir}: no vocab.txt beside the checkpoint")
+    if kind == "encoder":
+        servable = EncoderServable(max_seq_length, text_fields=text_fields)
+        model = from_pretrained(checkpoint_dir, allow_partial=allow_partial)
+    elif kind == "masked_lm":
+        servable = MaskedLMServable(max_seq_length, top_k=top_k, text_fields=text_fields)
+        model = from_pretrained(checkpoint_dir, model="pretrainer", allow_partial=allow_partial)
+    else:
+        raise ValueError(f"kind must be 'encoder' or 'masked_lm', got {kind!r}")
+    return servable, model, BertTokenizer(vocab)
