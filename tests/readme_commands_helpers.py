@@ -49,6 +49,7 @@ import sentence_fixtures  # noqa: E402
 SECTIONS = (
     "Tools",
     "Fine-tuning",
+    "Distillation",
     "Serving",
     "Pretraining",
     "Training on several machines",
@@ -58,6 +59,8 @@ SECTION_TESTS = {
     "Tools": "test_readme_commands.py",
     "Serving": "test_readme_commands.py",  # exports the model that Tools fine-tuned
     "Fine-tuning": "test_readme_commands_finetuning.py",
+    # distils the reviews model that Fine-tuning fine-tuned
+    "Distillation": "test_readme_commands_finetuning.py",
     "Pretraining": "test_readme_commands_pretraining.py",
     "Training on several machines": "test_readme_commands_machines.py",
 }
@@ -67,6 +70,12 @@ NOT_RUN = {
     r"^docker run ": "needs Docker and the tensorflow/serving image; the C++ loader that TF "
     "Serving uses is tested in tests/serving/test_native.py",
     r"--distribution_strategy=tpu": "needs a TPU",
+    r"--runner=DataflowRunner": "needs a Google Cloud project with the Dataflow API, Cloud "
+    "Storage and Beam's gcp extra; the pipeline itself runs on the DirectRunner above",
+    r"--runner=FlinkRunner": "needs a Flink cluster, Java for Beam's job server and an S3 "
+    "bucket; the pipeline itself runs on the DirectRunner above",
+    r"--runner=SparkRunner": "needs a Spark cluster, Java for Beam's job server and HDFS; the "
+    "pipeline itself runs on the DirectRunner above",
 }
 
 # Flags appended to make a run small; the key is the tool, the value a function of the
@@ -99,6 +108,8 @@ def size_flags(tool: str, args: list[str]) -> list[str]:
         if any(arg.startswith("--task=squad") for arg in args):
             extra += _QUESTION_ANSWERING_SIZE
         return extra
+    if tool == "run_distillation.py":
+        return ["--num_train_steps=2", "--train_batch_size=4", "--progress=log"]
     if tool == "run_pretraining.py":
         extra = list(_PRETRAINING_SIZE)
         if any(arg.startswith("--preset=") for arg in args):
@@ -197,6 +208,10 @@ def _write_text_files(work: pathlib.Path) -> None:
         writer.writerow(["review", "stars"])
         for label, text in reviews:
             writer.writerow([text, "5" if label == "__label__pos" else "1"])
+    # Unlabelled reviews for the distillation's transfer set (README "Distillation").
+    (work / "data" / "unlabelled_reviews.txt").write_text(
+        "\n".join(text.strip() for _, text in rows[-20:]) + "\n", encoding="utf-8"
+    )
     # Multi-label topics (README "Multi-label classification") and long reviews: a
     # review sentence inside 120-200 words of real news (README "Documents longer than
     # the model"; several windows each at the test's --max_seq_length).

@@ -1,7 +1,7 @@
-"""The README's section "Fine-tuning", run as a new user runs it (see
-readme_commands_helpers.py): in order, each command in a fresh process, after the
+"""The README's sections "Fine-tuning" and "Distillation", run as a new user runs them
+(see readme_commands_helpers.py): in order, each command in a fresh process, after the
 command of "Tools" that makes the Hugging Face copy (`bert_hf`) that one of them
-fine-tunes."""
+fine-tunes; "Distillation" distils the reviews model that "Fine-tuning" fine-tuned."""
 
 import json
 
@@ -38,3 +38,13 @@ def test_fine_tuning(work):
     assert (tmp / "squad" / "predictions" / "predictions.json").is_file() or list(
         (tmp / "squad" / "predictions").glob("predictions*.json")
     )
+
+    readme.run_section("Distillation", work)
+    # The teacher's evaluation stays in distillation.json (the README's eval of the
+    # student rewrote eval_results.json).
+    student = tmp / "reviews_student"
+    teacher = json.loads((student / "distillation.json").read_text())["teacher_results"]
+    assert (
+        teacher.keys() == json.loads((student / "eval_results.json").read_text())["results"].keys()
+    )
+    assert (work / "exports" / "reviews_student").is_dir()

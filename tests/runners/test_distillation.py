@@ -116,6 +116,9 @@ def test_student_run_is_a_finetuning_run_with_the_teachers_metrics_beside(
     answers = tasks.predict(teacher.task, teacher.model, dev, teacher.preprocessor)
     teacher_accuracy = np.mean([a.label == e.label for e, a in zip(dev, answers, strict=True)])
     assert record["teacher"]["results"]["dev"]["accuracy"] == pytest.approx(teacher_accuracy)
+    saved = json.loads((output_dir / "distillation.json").read_text(encoding="utf-8"))
+    assert saved["teacher_results"] == record["teacher"]["results"]
+    assert saved["student_layers"] == "1" and saved["hidden_state_weight"] == 1.0
     assert record["fraction_of_teacher"]["dev"] == pytest.approx(
         record["results"]["dev"]["accuracy"] / teacher_accuracy
     )
