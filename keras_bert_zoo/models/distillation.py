@@ -4,11 +4,15 @@ The math, top to bottom (Hinton et al., 2015; DistilBERT, Sanh et al., 2019; Tin
 Jiao et al., 2020):
 
 ```
-loss = hard_label_weight   * task_loss(labels, student)             labelled rows only
+loss = hard_label_weight   * task_loss(labels, student)             unlabelled rows weigh 0
      + soft_target_weight  * T^2 * KL(softmax(teacher / T) || softmax(student / T))
      + hidden_state_weight * MSE(teacher_block[t], student_block[s] W)   for (s, t) in the layer map
      + attention_weight    * KL(teacher_attention[t] || student_attention[s])
 ```
+
+The task's loss keeps its own reduction (Keras' mean over the batch), so in a batch that
+mixes labelled and unlabelled transfer rows the hard-label term is the labelled rows' loss
+times their share of the batch; the other terms average over every row.
 
 The soft-target term takes the form of the task's outputs (`tasks.base.SOFT_TARGET_KINDS`):
 a distribution per row over classes or choices, per real token over tag classes, per
@@ -377,14 +381,13 @@ class TaskDistiller(keras.Model):
         if self.hard_label_weight:
             hard = super().compute_loss(x, y, student_outputs, sample_weight, training=training)
             total += self.hard_label_weight * tf.cast(hard, tf.float32)
-        if self.uses_blocks:
-            teacher_view = self.teacher_view(x, training=False)
-            teacher_outputs, teacher_blocks = self._split(teacher_view)
-        else:
-            teacher_outputs, teacher_blocks = self.teacher(x, training=False), None
-        teacher_outputs = tf.nest.map_structure(tf.stop_gradient, teacher_outputs)
         mask = x[INPUT_MASK]
-        if self.soft_target_weight:
+        if self.uses_blocks:
+            teacher_outputs, teacher_blocks = self._split(self.teacher_view(x, training=False))
+        elif self.soft_target_weight:
+            teacher_outputs, teacher_blocks = self.teacher(x, training=False), None
+        if self.soft_target_weight:  # labels alone (weight 0) need no teacher
+            teacher_outputs = tf.nest.map_structure(tf.stop_gradient, teacher_outputs)
             total += self.soft_target_weight * self._soft_target_loss(
                 teacher_outputs, student_outputs, mask
             )
