@@ -23,7 +23,7 @@ LONGEST_FILES = (
     "test_readme_commands_pretraining.py",  # 215 s
     "test_readme_commands.py",  # 195 s
     "serving/test_export.py",  # 180 s
-    "runners/test_distillation.py",  # ~110 s
+    "runners/test_distillation_job.py",  # ~110 s
     "serving/test_answers.py",  # 120 s
     "tools/test_run_finetuning_interrupt.py",  # ~115 s
     "tools/test_installed_wheel.py",  # ~95 s

@@ -52,6 +52,7 @@ SECTIONS = (
     "Distillation",
     "Serving",
     "Pretraining",
+    "Pretraining data on Apache Beam",
     "Training on several machines",
 )
 # The test file that runs each section (tests/ relative).
@@ -62,6 +63,7 @@ SECTION_TESTS = {
     # distils the reviews model that Fine-tuning fine-tuned
     "Distillation": "test_readme_commands_finetuning.py",
     "Pretraining": "test_readme_commands_pretraining.py",
+    "Pretraining data on Apache Beam": "test_readme_commands_pretraining.py",
     "Training on several machines": "test_readme_commands_machines.py",
 }
 

@@ -1,6 +1,6 @@
-"""The README's section "Pretraining", run as a new user runs it (see
-readme_commands_helpers.py): in order, each command in a fresh process, after the
-command of "Tools" that builds the vocabulary (`vocab.txt`) they use."""
+"""The README's sections "Pretraining" and "Pretraining data on Apache Beam", run as a
+new user runs them (see readme_commands_helpers.py): in order, each command in a fresh
+process, after the command of "Tools" that builds the vocabulary (`vocab.txt`) they use."""
 
 import json
 
@@ -23,3 +23,5 @@ def test_pretraining(work):
     assert (tmp / "phase2" / "export_google" / "bert_config.json").is_file()
     assert (tmp / "mrpc_phase2" / "finetuned" / "model.keras").is_file()
     assert (work / "exports" / "mrpc_phase2" / "1" / "saved_model.pb").is_file()
+    # The Beam pipeline's command (the DirectRunner; the cluster runners are not run).
+    readme.run_section("Pretraining data on Apache Beam", work)

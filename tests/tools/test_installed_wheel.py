@@ -121,7 +121,7 @@ def test_every_tool_answers_helpfull_as_a_console_script(installed):
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
         answers = dict(pool.map(helpfull, TOOLS))
-    assert set(answers) == set(TOOLS) and len(TOOLS) == 9
+    assert set(answers) == set(TOOLS) and len(TOOLS) == 10
     for tool, answer in answers.items():
         # absl ends --help and --helpfull with status 1, as `python tools/<tool>.py` does.
         assert answer.returncode == 1, (tool, answer.stderr[-3000:])

@@ -55,6 +55,9 @@ def test_a_signal_inside_the_compiled_loop_stops_at_the_next_step_and_resumes_bi
 
     model = build(steps=STEPS, dropout=0.1)
     run = trainer(model, tmp_path / "stopped", steps_per_loop=100, checkpoint_every=0)
+    # What this process had (Python's default_int_handler, unless an earlier test's
+    # library changed it in this worker).
+    handler_before = signal.getsignal(signal.SIGINT)
     with pytest.raises(interrupts.Interrupted, match=rf"stopped at step (\d+) of {STEPS}") as info:
         run.train(_dataset_fn(x, y, SIGNAL_AT_BATCH), STEPS, input_state="skip")
     assert info.value.exit_status == 128 + signal.SIGINT
@@ -63,8 +66,8 @@ def test_a_signal_inside_the_compiled_loop_stops_at_the_next_step_and_resumes_bi
     # signal.
     assert SIGNAL_AT_BATCH - 1 <= stopped <= SIGNAL_AT_BATCH + 3 < STEPS, stopped
     assert sorted(os.listdir(tmp_path / "stopped" / "checkpoints")) == [f"ckpt-{stopped:08d}"]
-    # The handlers are gone again: Python's own SIGINT handling is back.
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # The handlers are gone again: the process's own SIGINT handling is back.
+    assert signal.getsignal(signal.SIGINT) is handler_before
 
     resumed = build(steps=STEPS, dropout=0.1)
     result = trainer(resumed, tmp_path / "stopped", steps_per_loop=100, checkpoint_every=0).train(
