@@ -259,20 +259,31 @@ def test_trainer_picks_head_positions_loss_fn_by_default(tmp_path):
 
 @pytest.mark.parametrize("task", sorted(CASES))
 def test_head_path_under_mixed_bfloat16(task):
+    """Both bfloat16 paths round differently, so neither is the other's reference: each
+    is held to the float32 model with the same weights, and the head path may not stray
+    further from it than bfloat16 rounding lets the full model stray."""
+    keras.utils.set_random_seed(5)
     model, x, _ = CASES[task](dtype="mixed_bfloat16")
+    reference, _, _ = CASES[task]()
+    reference.set_weights(model.get_weights())
     assert model.encoder.transformer_layers[-1].compute_dtype == "bfloat16"
+    exact = keras.tree.flatten(reference(x, training=False))
     want = keras.tree.flatten(model(x, training=False))
     got = keras.tree.flatten(head_position_outputs(model, x, training=False))
-    assert len(got) == len(want)
-    for g, w in zip(got, want, strict=True):
+    assert len(got) == len(want) == len(exact)
+    for g, w, e in zip(got, want, exact, strict=True):
         assert keras.backend.standardize_dtype(w.dtype) == "float32"
         assert keras.backend.standardize_dtype(g.dtype) == "float32"
         assert tuple(g.shape) == tuple(w.shape)
-        g, w = np.asarray(g), np.asarray(w)
+        g, w, e = np.asarray(g), np.asarray(w), np.asarray(e)
         assert np.all(np.isfinite(g))
-        scale = np.abs(w).max()
+        scale = np.abs(e).max()
         assert scale > 0.1
-        assert np.abs(g - w).max() <= 2e-2 * scale
+        full_model_error = np.abs(w - e).max()
+        # bfloat16 keeps 8 significant bits; two random blocks and a head stray by up
+        # to a few 2**-8 of the scale (measured: 0.5% to 2.6% over unseeded heads).
+        assert full_model_error <= 0.05 * scale
+        assert np.abs(g - e).max() <= 2 * full_model_error + 2.0**-8 * scale
 
 
 def test_unsupported_model_and_conflicting_run_layers_arguments():
