@@ -131,6 +131,16 @@ def _warmup_rows(path):
     return rows
 
 
+def _pretrained_options():
+    """The flags of a pretrained export, in every format."""
+    return {
+        "max_seq_length": _MAX_SEQ_LENGTH.value,
+        "top_k": _TOP_K.value,
+        "text_fields": tuple(_TEXT_FIELDS.value),
+        "allow_partial": _ALLOW_PARTIAL.value,
+    }
+
+
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
@@ -192,10 +202,7 @@ def main(argv):
             _EXPORT_BASE.value,
             _MODEL_NAME.value,
             kind,
-            max_seq_length=_MAX_SEQ_LENGTH.value,
-            top_k=_TOP_K.value,
-            text_fields=tuple(_TEXT_FIELDS.value),
-            allow_partial=_ALLOW_PARTIAL.value,
+            **_pretrained_options(),
             **options,
         )
     print(f"exported version {exported.version} to {exported.path}")
@@ -243,10 +250,7 @@ def _export_portable(kind):
             _PRETRAINED_DIR.value,
             _OUTPUT_DIR.value,
             kind,
-            max_seq_length=_MAX_SEQ_LENGTH.value,
-            top_k=_TOP_K.value,
-            text_fields=tuple(_TEXT_FIELDS.value),
-            allow_partial=_ALLOW_PARTIAL.value,
+            **_pretrained_options(),
             **options,
         )
     print(f"exported {_FORMAT.value} to {exported.model_path}")
