@@ -172,23 +172,10 @@ class DistillationJob(finetuning.FinetuningJob):
         sources.check_same_vocabulary(config.vocab_file, self.tokenizer, teacher.path)
         self.task = task = run_outputs.create_task(description["task_name"], config, description)
         self.soft_targets = task.soft_targets()
-        splits = task.split_names()
-        logger.info("Reading %s: %s", task.task_name, ", ".join(splits["train"] + splits["eval"]))
-        train_sets = run_outputs.read_splits(task, splits["train"])
-        self.train_examples = [example for examples in train_sets.values() for example in examples]
-        self._read_eval_sets()
-        self.preprocessor = task.make_preprocessor(self.tokenizer)
         self.transfer_examples = (
             task.read_transfer_file(config.transfer_file) if config.transfer_file else []
         )
-        self.num_training_features = task.count_training_features(
-            self.train_examples, self.preprocessor
-        )
-        if self.transfer_examples:
-            self.num_training_features += task.count_training_features(
-                self.transfer_examples, self.preprocessor
-            )
-        self.steps_per_epoch = self.num_training_features / config.train_batch_size
+        self._read_examples(self.transfer_examples)
         self.student_source = (
             sources.resolve_weight_source(config.student, flag="--student")
             if config.student

@@ -166,7 +166,14 @@ class FinetuningJob(Job):
         config = self.config
         self.source = sources.resolve_weight_source(config.init_checkpoint)
         self.tokenizer = sources.tokenizer_of(self.source, config.vocab_file, config.do_lower_case)
-        self.task = task = run_outputs.create_task(config.task, config)
+        self.task = run_outputs.create_task(config.task, config)
+        self._read_examples()
+
+    def _read_examples(self, extra_training_examples=()) -> None:
+        """The task's training and eval splits, its preprocessor and the number of
+        training features, `extra_training_examples` (e.g. distillation's transfer rows)
+        counted in."""
+        task = self.task
         splits = task.split_names()
         logger.info("Reading %s: %s", task.task_name, ", ".join(splits["train"] + splits["eval"]))
         train_sets = run_outputs.read_splits(task, splits["train"])
@@ -177,10 +184,12 @@ class FinetuningJob(Job):
             logger.info(
                 "Counting the %s of %d examples", task.training_unit, len(self.train_examples)
             )
-        self.num_training_features = task.count_training_features(
-            self.train_examples, self.preprocessor
+        self.num_training_features = sum(
+            task.count_training_features(examples, self.preprocessor)
+            for examples in (self.train_examples, extra_training_examples)
+            if examples
         )
-        self.steps_per_epoch = self.num_training_features / config.train_batch_size
+        self.steps_per_epoch = self.num_training_features / self.config.train_batch_size
 
     def _read_eval_sets(self) -> None:
         task = self.task
