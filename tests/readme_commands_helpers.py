@@ -37,6 +37,7 @@ import random
 import re
 import shlex
 import sys
+import time
 
 import child_process
 
@@ -336,6 +337,7 @@ def run_commands(section: str, work: pathlib.Path, pattern: str = "") -> dict[st
             group.append(commands[index + len(group)])
         ports = dict(zip(("host1:12345", "host2:12345"), child_process.free_ports(2), strict=True))
         runs = [_argv(command, work, ports) for command in group]
+        started = time.monotonic()
         codes, group_outputs = child_process.run_together(
             [argv for _, argv in runs],
             [child_process.environment(extra_env) for extra_env, _ in runs],
@@ -345,5 +347,7 @@ def run_commands(section: str, work: pathlib.Path, pattern: str = "") -> dict[st
         for command, code, output in zip(group, codes, group_outputs, strict=True):
             assert code == 0, f"{command}\nexit {code}:\n{output[-4000:]}"
             outputs[command] = output
+        # Shown with the test's output (pytest -s, or on failure): where its time goes.
+        print(f"{time.monotonic() - started:6.1f}s {' | '.join(group)[:150]}")
         index += len(group)
     return outputs
