@@ -12,7 +12,8 @@ Extras:
          (protobuf stays inside TensorFlow's range; `pip check` is clean).
   onnx   `tools/export_saved_model.py --format=onnx` (keras_bert_zoo.serving.onnx_export):
          tf2onnx converts, onnx checks and ONNX Runtime runs and int8-quantizes the
-         export (also what `saved_model_run.py` answers an .onnx file with).
+         export (its MatMulNBits quantizer imports onnx-ir; ONNX Runtime is also what
+         `saved_model_run.py` answers an .onnx file with).
   bench  the peers `benchmarks/*.py` compare with: keras-hub, PyTorch + transformers (and
          `accelerate`, which transformers' `Trainer` needs).
   demo   what `python tools/run_finetuning.py` (the main job) uses with no flags: the real
@@ -36,7 +37,7 @@ TRANSFORMERS = "transformers>=5.0,<6"
 # Shows the runs' summaries (train/, eval/); the tensorflow wheel does not depend on it.
 TENSORBOARD = "tensorboard==2.21.*"
 BEAM = "apache-beam[tfrecord]==2.77.0"
-ONNX = ["tf2onnx==1.17.0", "onnx==1.23.2", "onnxruntime==1.32.*"]
+ONNX = ["tf2onnx==1.17.0", "onnx==1.23.2", "onnx-ir==1.1.0", "onnxruntime==1.32.*"]
 
 INSTALL_REQUIRES = [
     "tensorflow==2.21.*",
