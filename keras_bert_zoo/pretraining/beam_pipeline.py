@@ -413,6 +413,26 @@ def pipeline_options(args: Sequence[str] | PipelineOptions = ()) -> PipelineOpti
     return PipelineOptions(args)
 
 
+def _runner(options: PipelineOptions):
+    """The runner the options name; for the DirectRunner, one that never tries Prism.
+
+    Beam 2.77's DirectRunner first tries its Prism runner, which downloads a Go binary
+    from GitHub at run time (a tool here uses no network while it runs) and runs the
+    pipeline there, with neither `--direct_running_mode` nor `--direct_num_workers`;
+    without network it falls back after the failed download. `is_interactive()` is the
+    one switch that skips Prism and leaves the rest of the DirectRunner's choice as it is
+    (Beam's FnApiRunner, which the direct_* options configure).
+    """
+    runner = options.view_as(StandardOptions).runner
+    if runner in (None, "DirectRunner", "SwitchingDirectRunner"):
+        from apache_beam.runners.direct.direct_runner import SwitchingDirectRunner
+
+        direct = SwitchingDirectRunner()
+        direct.is_interactive()
+        return direct
+    return None  # Beam resolves the name
+
+
 def _describe_runner(options: PipelineOptions) -> tuple[str, bool]:
     """(how the run is described in the summary, whether a worker process is one core's)."""
     runner = options.view_as(StandardOptions).runner or "DirectRunner"
@@ -566,7 +586,7 @@ def create_pretraining_data_on_beam(
     run_id = uuid.uuid4().hex
     work_dir = _temporary_name(plan.output_files[0] + ".chunks", run_id)
     temporary_paths = [_temporary_name(path, run_id) for path in plan.output_files]
-    pipeline = beam.Pipeline(options=options)
+    pipeline = beam.Pipeline(runner=_runner(options), options=options)
     _build(pipeline, plan, config, vocabulary, work_dir, temporary_paths, one_thread)
     logging.info("Running the pipeline %s", engine)
     try:

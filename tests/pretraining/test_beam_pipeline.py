@@ -148,7 +148,25 @@ def test_statistics_file_holds_what_the_records_hold(local_run):
     }
 
 
-def test_two_worker_processes_write_the_local_bytes(local_run, inputs, tmp_path, monkeypatch):
+@pytest.fixture
+def prism_calls(monkeypatch):
+    """The runs that reached Beam's Prism runner: Beam 2.77's DirectRunner tries it
+    first, and it downloads its binary from GitHub at run time."""
+    from apache_beam.runners.portability import prism_runner
+
+    calls = []
+
+    def refuse(self, pipeline, options):
+        calls.append(pipeline)
+        raise RuntimeError("Prism is not to be tried")
+
+    monkeypatch.setattr(prism_runner.PrismRunner, "run_pipeline", refuse)
+    return calls
+
+
+def test_two_worker_processes_write_the_local_bytes(
+    local_run, inputs, tmp_path, monkeypatch, prism_calls
+):
     # The workers import this checkout, as the tools' child processes do.
     for name, value in child_process.environment().items():
         if name in ("PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL"):
@@ -161,6 +179,7 @@ def test_two_worker_processes_write_the_local_bytes(local_run, inputs, tmp_path,
     )
     assert "multi_processing, 2 worker(s)" in beam.lines()[0]
     assert_same_run(beam, local_run)
+    assert not prism_calls
 
 
 @pytest.fixture
@@ -274,7 +293,7 @@ def run_tool(tool, *arguments):
 
 
 def test_tool_on_the_direct_runner_in_this_process_writes_the_local_bytes(
-    tool, local_run, inputs, tmp_path, capsys
+    tool, local_run, inputs, tmp_path, capsys, prism_calls
 ):
     run_tool(
         tool,
@@ -299,6 +318,7 @@ def test_tool_on_the_direct_runner_in_this_process_writes_the_local_bytes(
     assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(p) for p in expected)
     for path in expected:
         assert file_bytes(tmp_path / os.path.basename(path)) == file_bytes(path), path
+    assert not prism_calls
 
 
 def test_tool_refuses_beam_options_without_the_beam_engine(tool, inputs, tmp_path):
