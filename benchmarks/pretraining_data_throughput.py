@@ -14,7 +14,12 @@ tokenization, instance creation, masking, writing):
 * ours on Apache Beam: the same tool with ``--engine=beam`` on the DirectRunner,
   ``--direct_running_mode=multi_processing`` with one worker process per core (skipped
   with ``--skip_beam`` or when apache-beam is not installed). Its records are compared
-  byte for byte with the local engine's on every core (same shard count).
+  byte for byte with the local engine's on every core (same shard count), by the
+  SHA-256 of each shard.
+
+Before each run the page cache is flushed (``os.sync``), and after a run is read back
+its records are removed (kept with ``--work_dir``): each run writes about 0.9 GB, and
+the later runs would otherwise pay for the earlier runs' write-back.
 
 Input: the Wikipedia XML dump excerpt that the gensim wheel ships, converted once
 (untimed) to google-research/bert's text format (one sentence per line, blank lines
@@ -92,6 +97,9 @@ def run_measured(command: list[str], env: dict) -> tuple[float, int, int, float]
     """
     import psutil
 
+    # Each run writes about 0.9 GB of records: flushed here, the previous run's dirty
+    # pages are not written back during this one's timing.
+    os.sync()
     start = time.perf_counter()
     process = subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -133,6 +141,24 @@ def run_measured(command: list[str], env: dict) -> tuple[float, int, int, float]
     if process.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{output[-5000:]}")
     return seconds, peaks[0], peaks[1], sum(cpu_by_pid.values())
+
+
+def digests_and_remove(paths: list[str], keep: bool) -> list[str]:
+    """The SHA-256 of each file; the files are then removed unless `keep`, so that the
+    runs that follow do not start with gigabytes of earlier runs' records in the page
+    cache and on the disk."""
+    import hashlib
+
+    digests = []
+    for path in paths:
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 24), b""):
+                digest.update(block)
+        digests.append(digest.hexdigest())
+        if not keep:
+            os.remove(path)
+    return digests
 
 
 def read_back(
@@ -291,10 +317,12 @@ def main() -> None:
             [sys.executable, port_script, *common, f"--output_file={output}"], env
         )
         count, nsp, masked = read_back([output], args.max_seq_length, args.max_predictions_per_seq)
+        digests_and_remove([output], keep=bool(args.work_dir))
         name = "port of the original (1 process)"
         runs.append(Run(name, seconds, count, total, single, cpu, nsp, masked))
         print(f"  done: {runs[-1].name}: {seconds:.1f} s", flush=True)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    shard_digests: dict[int, list[str]] = {}
     for item in args.worker_counts.split(","):
         workers = cores if item.strip() == "all" else int(item)
         prefix = os.path.join(work, f"ours_w{workers}")
@@ -308,12 +336,13 @@ def main() -> None:
         )  # fmt: skip
         paths = sorted(glob.glob(prefix + ".tfrecord-*"))
         count, nsp, masked = read_back(paths, args.max_seq_length, args.max_predictions_per_seq)
+        shard_digests[workers] = digests_and_remove(paths, keep=bool(args.work_dir))
         name = f"ours, {workers} worker process(es)"
         runs.append(Run(name, seconds, count, total, single, cpu, nsp, masked))
         print(f"  done: {runs[-1].name}: {seconds:.1f} s", flush=True)
     beam_run, same_bytes = None, None
     if not args.skip_beam and importlib.util.find_spec("apache_beam") is not None:
-        beam_run, same_bytes = run_beam(common, work, cores, env, args)
+        beam_run, same_bytes = run_beam(common, work, cores, env, args, shard_digests.get(cores))
         runs.append(beam_run)
 
     print()
@@ -356,9 +385,12 @@ def main() -> None:
         )
 
 
-def run_beam(common: list[str], work: str, cores: int, env: dict, args) -> tuple[Run, bool | None]:
+def run_beam(
+    common: list[str], work: str, cores: int, env: dict, args, local_digests: list[str] | None
+) -> tuple[Run, bool | None]:
     """The Beam engine on the DirectRunner, one worker process per core; (its run,
-    whether its shards equal the local engine's on every core, byte for byte)."""
+    whether its shards equal the local engine's on every core, byte for byte: the same
+    SHA-256 as `local_digests`, None without them)."""
     prefix = os.path.join(work, "beam")
     for stale in glob.glob(prefix + "*"):
         os.remove(stale)
@@ -372,16 +404,9 @@ def run_beam(common: list[str], work: str, cores: int, env: dict, args) -> tuple
     count, nsp, masked = read_back(paths, args.max_seq_length, args.max_predictions_per_seq)
     name = f"ours on Beam, DirectRunner multi_processing, {cores} worker process(es)"
     print(f"  done: {name}: {seconds:.1f} s", flush=True)
-    local = sorted(glob.glob(os.path.join(work, f"ours_w{cores}.tfrecord-*")))
-    same = None
-    if len(local) == len(paths):
-        same = all(_file_bytes(a) == _file_bytes(b) for a, b in zip(local, paths, strict=True))
+    digests = digests_and_remove(paths, keep=bool(args.work_dir))
+    same = None if local_digests is None else digests == local_digests
     return Run(name, seconds, count, total, single, cpu, nsp, masked), same
-
-
-def _file_bytes(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
 
 
 def report_beam(beam_run: Run, same_bytes, runs: list[Run], cores: int, port: Run | None):
