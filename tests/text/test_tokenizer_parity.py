@@ -399,13 +399,28 @@ def test_offsets_cover_the_marks_accent_stripping_drops(
     assert checked > 100000 and extended > 100, (checked, extended)
 
 
+# Planes 4 to 13: no code point of them is assigned (Unicode 16 included).
+UNASSIGNED_PLANES = (0x40000, 0xE0000)
+
+
 @pytest.mark.parametrize("casing", ["uncased", "cased"])
 def test_every_code_point_between_letters(casing, ref, uncased_vocab_path, cased_vocab_path):
     """Every code point as "x<c>y": its class (space, punctuation, CJK, control, mark),
-    casing and decomposition must all match the reference."""
+    casing and decomposition must all match the reference. Every one of planes 0-3 and
+    14-16; of planes 4-13, which no Unicode version assigns (each point there is alike:
+    unassigned, neither space, control, punctuation nor CJK), every 256th, plane ends
+    included: they were 59% of the points and of this test's time."""
     lowercase = casing == "uncased"
     path = uncased_vocab_path if lowercase else cased_vocab_path
-    points = [cp for cp in range(1, sys.maxunicode + 1) if not 0xD800 <= cp <= 0xDFFF]
+    points = [
+        cp
+        for cp in range(1, sys.maxunicode + 1)
+        if not 0xD800 <= cp <= 0xDFFF
+        and (not UNASSIGNED_PLANES[0] <= cp < UNASSIGNED_PLANES[1] or cp % 256 in (0, 255))
+    ]
+    assert all(
+        unicodedata.category(chr(cp)) == "Cn" for cp in range(*UNASSIGNED_PLANES)
+    )  # the premise, in this Python's Unicode
     lines = ["x" + chr(cp) + "y" for cp in points]
     expected = reference_tokens(ref, lines, load_vocab(path), lowercase)
     for tokenizer in both_implementations(vocabulary=path, lowercase=lowercase):
