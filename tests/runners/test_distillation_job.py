@@ -55,28 +55,35 @@ def _quick(**settings):
 # === Sentence classification: the whole contract ===
 
 
-@pytest.fixture(scope="module")
-def reviews_teacher(tmp_path_factory):
-    """A 2-block teacher fine-tuned on keyword reviews, and its data."""
-    tmp_path = tmp_path_factory.mktemp("reviews")
-    data_dir = tmp_path / "data"
+def fine_tune_teacher(root, **sizes):
+    """A 2-block teacher fine-tuned on 48 keyword reviews (`root/data/reviews.tsv`, a
+    quarter held out) into `root/teacher`, `sizes` overriding the run's; returns
+    `(data_dir, the tiny checkpoint it started from)`."""
+    data_dir = root / "data"
     data_dir.mkdir()
     lines = ["text\tlabel"] + [f"{text}\t{label}" for text, label in _reviews(48, 0)]
     (data_dir / "reviews.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     vocabulary = SPECIALS + FILLERS + list(KEYWORDS.values()) + ["."]
-    checkpoint = helpers.write_tiny_checkpoint(tmp_path / "bert", vocabulary, num_layers=2)
+    checkpoint = helpers.write_tiny_checkpoint(root / "bert", vocabulary, num_layers=2)
+    settings = {"max_seq_length": 16, "train_batch_size": 8, "num_train_steps": 40, **sizes}
     finetuning.run_finetuning(
         helpers.quick_config(
             task="text_classification",
             data_dir=str(data_dir),
             task_options={"train_file": "reviews.tsv", "heldout_fraction": 0.25},
             init_checkpoint=checkpoint,
-            output_dir=str(tmp_path / "teacher"),
-            max_seq_length=16,
-            train_batch_size=8,
-            num_train_steps=40,
+            output_dir=str(root / "teacher"),
+            **settings,
         )
     )
+    return data_dir, checkpoint
+
+
+@pytest.fixture(scope="module")
+def reviews_teacher(tmp_path_factory):
+    """A 2-block teacher fine-tuned on keyword reviews, and its data."""
+    tmp_path = tmp_path_factory.mktemp("reviews")
+    data_dir, _ = fine_tune_teacher(tmp_path)
     transfer = tmp_path / "transfer.txt"
     transfer.write_text("\n".join(text for text, _ in _reviews(20, 1)) + "\n", encoding="utf-8")
     return tmp_path, data_dir, transfer
@@ -252,16 +259,7 @@ def _squad(tmp_path):
     data_dir = tmp_path / "squad"
     write_squad(data_dir / "train-v1.1.json", squad_tests.make_paragraphs(rng, 24, False))
     write_squad(data_dir / "dev-v1.1.json", squad_tests.make_paragraphs(rng, 4, False))
-    words = sorted(
-        set(
-            squad_tests.PEOPLE
-            + squad_tests.CITIES
-            + squad_tests.THINGS
-            + squad_tests.FILLER
-            + ["lives", "sells", "where", "what", "does", "live", "sell"]
-        )
-    )
-    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "?"] + words
+    vocabulary = squad_tests.vocabulary()
     transfer = [
         f"{qa['question']}\t{context}"
         for context, qas in squad_tests.make_paragraphs(rng, 3, False)

@@ -117,16 +117,7 @@ def test_squad_train_and_eval_then_predict_from_the_saved_model(tmp_path):
     data_dir = tmp_path / "squad"
     write_squad(data_dir / "train-v1.1.json", squad_tests.make_paragraphs(rng, 48, False))
     dev_file = write_squad(data_dir / "dev-v1.1.json", squad_tests.make_paragraphs(rng, 6, False))
-    words = sorted(
-        set(
-            squad_tests.PEOPLE
-            + squad_tests.CITIES
-            + squad_tests.THINGS
-            + squad_tests.FILLER
-            + ["lives", "sells", "where", "what", "does", "live", "sell"]
-        )
-    )
-    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "?"] + words
+    vocabulary = squad_tests.vocabulary()
     checkpoint = helpers.write_tiny_checkpoint(tmp_path / "bert", vocabulary, layout="huggingface")
     options = dict(doc_stride=16, max_query_length=12, n_best_size=5, max_answer_length=8)
     run_dir = tmp_path / "run"

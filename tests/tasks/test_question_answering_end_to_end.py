@@ -46,8 +46,8 @@ def make_paragraphs(rng, count, with_impossible):
     return paragraphs
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
+def vocabulary():
+    """The fixture paragraphs' vocabulary: special tokens, punctuation, their words."""
     words = sorted(
         set(
             PEOPLE
@@ -57,8 +57,12 @@ def tokenizer():
             + ["lives", "sells", "where", "what", "does", "live", "sell"]
         )
     )
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "?"] + words
-    return BertTokenizer(vocab, lowercase=True)
+    return ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "?"] + words
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return BertTokenizer(vocabulary(), lowercase=True)
 
 
 def tiny_encoder(vocab_size):

@@ -18,10 +18,12 @@ REPO_ROOT = HERE.parents[1]
 runner_test = child_process.import_by_path(
     "kbz_distillation_test_run_finetuning", HERE / "test_run_finetuning.py"
 )
+job_test = child_process.import_by_path(
+    "kbz_distillation_test_job", HERE.parent / "runners" / "test_distillation_job.py"
+)
 resume_test = child_process.import_by_path(
     "kbz_distillation_test_resume", HERE / "test_run_finetuning_resume.py"
 )
-import finetuning_test_helpers as helpers  # noqa: E402  (tests/tasks, put on the path by them)
 
 STEPS = 12
 BINARY = "tools/run_distillation.py"
@@ -30,31 +32,13 @@ BINARY = "tools/run_distillation.py"
 @pytest.fixture(scope="module")
 def teacher(tmp_path_factory):
     """A fine-tuned 2-block teacher, its data and an unlabelled transfer file."""
-    from keras_bert_zoo.runners import finetuning
-
     root = tmp_path_factory.mktemp("distillation_tool")
-    data_dir = root / "data"
-    data_dir.mkdir()
-    runner_test._write_reviews(data_dir / "reviews.tsv")
-    vocabulary = (
-        runner_test.SPECIALS + runner_test.FILLERS + list(runner_test.KEYWORDS.values()) + ["."]
-    )
-    checkpoint = helpers.write_tiny_checkpoint(root / "bert", vocabulary, num_layers=2)
-    finetuning.run_finetuning(
-        helpers.quick_config(
-            task="text_classification",
-            data_dir=str(data_dir),
-            task_options={"train_file": "reviews.tsv", "heldout_fraction": 0.25},
-            init_checkpoint=checkpoint,
-            output_dir=str(root / "teacher"),
-            max_seq_length=16,
-            train_batch_size=4,
-            num_train_steps=8,
-            mode="train",
-        )
+    data_dir, checkpoint = job_test.fine_tune_teacher(
+        root, train_batch_size=4, num_train_steps=8, mode="train"
     )
     rng = random.Random(3)
-    lines = [" ".join(rng.choices(runner_test.FILLERS + ["great", "awful"], k=6)) for _ in range(9)]
+    words = job_test.FILLERS + list(job_test.KEYWORDS.values())
+    lines = [" ".join(rng.choices(words, k=6)) for _ in range(9)]
     transfer = root / "unlabelled.txt"
     transfer.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return root, data_dir, checkpoint, transfer
