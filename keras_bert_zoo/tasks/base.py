@@ -67,7 +67,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -621,11 +621,15 @@ def training_dataset_fn(
     seed: int | None = None,
     features_fn: Callable[[], tf.data.Dataset] | None = None,
     shuffle_buffer: int = 10_000,
+    split_features: Callable | None = None,
 ) -> Callable[[tf.distribute.InputContext | None], tf.data.Dataset]:
     """`fn(input_context)` yielding `(x, y)` or `(x, y, sample_weight)` batches of the
     per-replica size, for `strategy.distribute_datasets_from_function` (or called with
     None without a strategy). `features_fn` makes the feature dicts instead of
-    `task.features(examples)` (distillation adds its unlabelled transfer set)."""
+    `task.features(examples)` (distillation adds its unlabelled transfer set), and
+    `split_features` splits them instead of `task.split_features` (distillation passes
+    cached teacher outputs in `x`)."""
+    split = task.split_features if split_features is None else split_features
 
     def dataset_fn(input_context=None):
         batch_size = global_batch_size
@@ -644,7 +648,7 @@ def training_dataset_fn(
         )
 
         def to_training_tuple(features):
-            x, y, sample_weight = task.split_features(features)
+            x, y, sample_weight = split(features)
             if sample_weight is None:
                 return x, y
             return x, y, sample_weight
@@ -709,6 +713,20 @@ def _to_numpy(outputs):
     )
 
 
+def outputs_by_batch(
+    task: Task, model, features: tf.data.Dataset, batch_size: int
+) -> Iterator[tuple[dict[str, np.ndarray], Any]]:
+    """`(feature batch, model outputs)` as numpy, for `features` (unbatched feature
+    dicts) in order, batches of `batch_size` and the last partial one. The model runs on
+    each whole batch on this process's device, under every strategy (see
+    `_forward_function`): `predict_raw` and the distillation's teacher-output cache
+    read a model through this one path."""
+    forward = _forward_function(model)
+    for batch in features.batch(batch_size).prefetch(tf.data.AUTOTUNE):
+        x, _, _ = task.split_features(batch)
+        yield _to_numpy(dict(batch)), _to_numpy(forward(x))
+
+
 def predict_raw(
     task: Task, model, examples: Sequence, preprocessor, batch_size: int = 32
 ) -> tuple[Any, dict[str, np.ndarray]]:
@@ -718,13 +736,11 @@ def predict_raw(
     Under any distribution strategy, every process computes every answer, the same as
     one device (see `_forward_function`); callers decide which process writes them.
     """
-    dataset = batched_dataset(task, examples, preprocessor, batch_size, training=False)
-    forward = _forward_function(model)
+    features = task.features(examples, preprocessor, training=False)
     outputs, metas = [], []
-    for features in dataset:
-        x, _, _ = task.split_features(features)
-        outputs.append(_to_numpy(forward(x)))
-        metas.append({key: value.numpy() for key, value in task.feature_meta(features).items()})
+    for batch, batch_outputs in outputs_by_batch(task, model, features, batch_size):
+        outputs.append(batch_outputs)
+        metas.append(task.feature_meta(batch))
     if not outputs:
         raise ValueError(f"{task}: no features to predict on ({len(examples)} examples)")
     return _concatenate(outputs), _concatenate(metas)
