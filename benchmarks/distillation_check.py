@@ -62,6 +62,9 @@ Usage (from the repository root):
     PYTHONPATH=. python benchmarks/distillation_check.py --quick    # smoke run, ~2-3 min
     PYTHONPATH=. python benchmarks/distillation_check.py --temperature 4 \
         --hidden_state_weight 1 --distill_epochs 4 --transfer_size 2000
+    # the teacher's outputs computed once against the teacher in every step
+    PYTHONPATH=. python benchmarks/distillation_check.py --cache_teacher_outputs \
+        --skip_serving --layers 3
 """
 
 from __future__ import annotations
@@ -116,6 +119,12 @@ def parse_args(argv=None):
         help="Keep the runs and exports here (default: a temporary dir).",
     )
     parser.add_argument("--skip_serving", action="store_true", help="Accuracy table only.")
+    parser.add_argument(
+        "--cache_teacher_outputs",
+        action="store_true",
+        help="Also train each distilled student on teacher outputs computed once "
+        "(run_distillation --cache_teacher_outputs) and compare the training times.",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.layers, args.max_passages, args.transfer_size = "2", 1, 32
@@ -155,8 +164,9 @@ def train_teacher(args, data_dir, output_dir):
     )
 
 
-def train_student(args, data_dir, teacher_dir, output_dir, layers, transfer_file):
-    """(a) with `transfer_file=None`: labels only; (b) otherwise: distilled."""
+def train_student(args, data_dir, teacher_dir, output_dir, layers, transfer_file, cache=False):
+    """(a) with `transfer_file=None`: labels only; (b) otherwise: distilled, with the
+    teacher in every step or (`cache`) its outputs computed once."""
     from keras_bert_zoo.runners.distillation import DistillationConfig, run_distillation
 
     settings = dict(
@@ -181,6 +191,7 @@ def train_student(args, data_dir, teacher_dir, output_dir, layers, transfer_file
             hard_label_weight=args.hard_label_weight,
             soft_target_weight=args.soft_target_weight,
             hidden_state_weight=args.hidden_state_weight,
+            cache_teacher_outputs=cache,
         )
     return run_distillation(DistillationConfig(**settings))
 
@@ -298,12 +309,17 @@ def run(args, work_dir: str) -> None:
     print(f"{TEACHER}: dev accuracy {systems[TEACHER][1]:.4f} ({seconds[TEACHER]:.0f} s)")
     teacher_finetuned = os.path.join(teacher_dir, "finetuned")
     for layers in [int(n) for n in args.layers.split(",") if n.strip()]:
-        for kind, transfer_path in (("labels only", None), ("distilled", transfer_file)):
+        kinds = [("labels only", None, False), ("distilled", transfer_file, False)]
+        if args.cache_teacher_outputs:
+            kinds.append(("distilled, cached", transfer_file, True))
+        for kind, transfer_path, cache in kinds:
             name = f"{layers} layers, {kind}"
-            output_dir = os.path.join(work_dir, f"student_{layers}_{kind.split()[0]}")
+            output_dir = os.path.join(
+                work_dir, f"student_{layers}_{kind.replace(',', '').replace(' ', '_')}"
+            )
             start = time.perf_counter()
             result = train_student(
-                args, data_dir, teacher_finetuned, output_dir, layers, transfer_path
+                args, data_dir, teacher_finetuned, output_dir, layers, transfer_path, cache
             )
             seconds[name] = time.perf_counter() - start
             systems[name] = (output_dir, result.eval_results["dev"]["accuracy"])
@@ -334,6 +350,14 @@ def run(args, work_dir: str) -> None:
             f"{only_distilled} right only distilled, {only_labels} right only labels-only "
             f"(exact McNemar p = {p_value:.2f})"
         )
+        if args.cache_teacher_outputs:
+            cached = f"{layers} layers, distilled, cached"
+            print(
+                f"{layers} layers, distilled: training {seconds[distilled]:.0f} s with the "
+                f"teacher in every step, {seconds[cached]:.0f} s with its outputs computed "
+                f"once ({seconds[distilled] / seconds[cached]:.2f}x); dev accuracy "
+                f"{systems[distilled][1]:.4f} vs {systems[cached][1]:.4f}"
+            )
     training_seconds = time.perf_counter() - started
     if args.skip_serving:
         print(f"wall time: {training_seconds:.0f} s")

@@ -48,3 +48,7 @@ def test_fine_tuning(work):
         teacher.keys() == json.loads((student / "eval_results.json").read_text())["results"].keys()
     )
     assert (work / "exports" / "reviews_student").is_dir()
+    # --cache_teacher_outputs: the teacher's outputs of every training feature, once.
+    cache = json.loads((student / "teacher_outputs.json").read_text())
+    assert cache["rows"] > 0 and cache["outputs"] == {"outputs": [2]}
+    assert (student / "teacher_outputs.tfrecord").stat().st_size > 0

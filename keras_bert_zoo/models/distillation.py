@@ -21,7 +21,9 @@ teacher's score by squared error for regression. `W` is a learned projection whe
 student's hidden size differs from the teacher's (TinyBERT's `W_h`, one for every
 mapped layer); attention distributions are recomputed from each mapped block's input
 with its own query and key projections, so the encoder's outputs stay what serving
-exports. The teacher runs in inference mode in the same step.
+exports. The teacher runs in inference mode in the same step, or not at all when the
+batch carries its outputs (`x["teacher_outputs"]`, computed once by
+`data.teacher_outputs`; the soft-target term only).
 
 Each term is a `keras.losses.Loss` (`"mean_with_sample_weight"` over real rows or
 tokens), so Keras scales it for the strategy as it does the task's own loss.
@@ -45,7 +47,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from keras_bert_zoo.inputs import INPUT_MASK, INPUT_TYPE_IDS, INPUT_WORD_IDS
+from keras_bert_zoo.inputs import INPUT_MASK, INPUT_TYPE_IDS, INPUT_WORD_IDS, TEACHER_OUTPUTS
 
 # Soft-target kinds (tasks.base declares the same names for the tasks' outputs).
 CLASSES = "classes"
@@ -294,6 +296,9 @@ class TaskDistiller(keras.Model):
     distiller.fit(dataset)  # (x, y, sample_weight): weight 0 for unlabelled rows
     student = distiller.student
     ```
+
+    A batch whose `x` holds the teacher's outputs under `"teacher_outputs"` (the
+    structure of the teacher's outputs) trains on those and does not run the teacher.
     """
 
     def __init__(
@@ -363,6 +368,8 @@ class TaskDistiller(keras.Model):
         self.attention_loss = AttentionLoss()
 
     def call(self, inputs, training=None):
+        if isinstance(inputs, dict) and TEACHER_OUTPUTS in inputs:
+            inputs = {key: value for key, value in inputs.items() if key != TEACHER_OUTPUTS}
         if self.uses_blocks:
             return self.student_view(inputs, training=training)
         return self.student(inputs, training=training)
@@ -382,7 +389,15 @@ class TaskDistiller(keras.Model):
             hard = super().compute_loss(x, y, student_outputs, sample_weight, training=training)
             total += self.hard_label_weight * tf.cast(hard, tf.float32)
         mask = x[INPUT_MASK]
-        if self.uses_blocks:
+        cached = x.get(TEACHER_OUTPUTS) if isinstance(x, dict) else None
+        if cached is not None and self.uses_blocks:
+            raise ValueError(
+                "cached teacher outputs hold no blocks: the hidden-state and attention "
+                "terms need the teacher in the step"
+            )
+        if cached is not None:
+            teacher_outputs, teacher_blocks = cached, None
+        elif self.uses_blocks:
             teacher_outputs, teacher_blocks = self._split(self.teacher_view(x, training=False))
         elif self.soft_target_weight:
             teacher_outputs, teacher_blocks = self.teacher(x, training=False), None

@@ -324,6 +324,13 @@ class DistillationConfig(FinetuningConfig):
         "text fields separated by tabs): trained on the soft targets and intermediate "
         "losses only.",
     )
+    cache_teacher_outputs: bool = setting(
+        False,
+        help="Compute the teacher's outputs over the training features once, into "
+        "<output_dir>/teacher_outputs.tfrecord, and train on them instead of running the "
+        "teacher at every step (a large transfer set; the soft-target term only, not "
+        "--hidden_state_weight or --attention_weight). A resumed run reads them back.",
+    )
     temperature: float = setting(
         2.0, help="Softmax temperature of the soft targets (the loss is scaled by T^2)."
     )

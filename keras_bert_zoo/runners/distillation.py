@@ -31,10 +31,13 @@ print(result.eval_results["dev"]["accuracy"])
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import json
 import logging
 import os
+import shutil
+import tempfile
 from typing import Any
 
 from keras_bert_zoo.runners import finetuning, run_dir, sources
@@ -69,6 +72,7 @@ _FINGERPRINT_KEYS = (
     "student",
     "student_layers",
     "transfer_file",
+    "cache_teacher_outputs",
     "temperature",
     "hard_label_weight",
     "soft_target_weight",
@@ -151,6 +155,18 @@ class DistillationJob(finetuning.FinetuningJob):
         if config.transfer_file and not os.path.isfile(config.transfer_file):
             raise FileNotFoundError(f"--transfer_file={config.transfer_file}: no such file")
         parse_layer_map(config.layer_map)
+        if config.cache_teacher_outputs:
+            if config.hidden_state_weight or config.attention_weight:
+                raise ValueError(
+                    "--cache_teacher_outputs holds the teacher's outputs, not its blocks: "
+                    "--hidden_state_weight and --attention_weight need the teacher at every "
+                    "step"
+                )
+            if not config.soft_target_weight:
+                raise ValueError(
+                    "--cache_teacher_outputs with --soft_target_weight=0: no term reads the "
+                    "teacher's outputs"
+                )
         if config.student_layers:
             parse_student_layers(config.student_layers, 10**6)  # the syntax, before TF
 
@@ -272,6 +288,9 @@ class DistillationJob(finetuning.FinetuningJob):
         return None  # the student's weights are set when it is built
 
     def record_run(self, *, write: bool) -> None:
+        # The skeleton lets the chief alone write the run directory (`write`); the
+        # teacher-output cache follows the same rule.
+        self.writes_run_directory = write
         super().record_run(write=write)
         settings = {key: getattr(self.config, key) for key in _FINGERPRINT_KEYS}
         settings["teacher"] = self.teacher_source.path
@@ -284,10 +303,49 @@ class DistillationJob(finetuning.FinetuningJob):
             write_json_atomically(path, settings)
 
     def training_features(self) -> dict[str, Any]:
-        return {
+        settings = {
             "features_fn": self._training_features,
             "shuffle_buffer": max(10_000, self.num_training_features),
         }
+        if self.config.cache_teacher_outputs:
+            cache = self._teacher_outputs_cache()
+            settings["features_fn"] = lambda: cache.attach(self._training_features())
+            settings["split_features"] = self._split_with_teacher_outputs
+        return settings
+
+    def _teacher_outputs_cache(self):
+        """The teacher's outputs over the training features, computed once
+        (`data.teacher_outputs`): in the run directory for the chief (a resumed run
+        reads them back), in a temporary directory for other workers, which write
+        nothing in the run directory."""
+        from keras_bert_zoo.data.teacher_outputs import TeacherOutputsCache
+        from keras_bert_zoo.tasks.base import outputs_by_batch
+
+        if getattr(self, "writes_run_directory", True):
+            directory = self.output_dir
+        else:
+            directory = tempfile.mkdtemp(prefix="teacher_outputs_")
+            atexit.register(shutil.rmtree, directory, ignore_errors=True)
+        cache = TeacherOutputsCache(directory)
+        input_names = self.task.model_input_names()
+        features = self._training_features()
+        if cache.matches(features, input_names):
+            logger.info("Reading the teacher's outputs from %s", cache.records_path)
+            return cache
+        logger.info("Computing the teacher's outputs over %s, once", self._training_set())
+        cache.write(
+            outputs_by_batch(self.task, self.teacher_model, features, self.config.eval_batch_size),
+            input_names,
+            self.num_training_features,
+        )
+        return cache
+
+    def _split_with_teacher_outputs(self, features):
+        """`task.split_features`, with the cached teacher outputs in `x`."""
+        from keras_bert_zoo.inputs import TEACHER_OUTPUTS
+
+        x, y, sample_weight = self.task.split_features(features)
+        return {**x, TEACHER_OUTPUTS: features[TEACHER_OUTPUTS]}, y, sample_weight
 
     def _training_features(self):
         """The labelled features (`sample_weight` 1) and the transfer set's (its labels

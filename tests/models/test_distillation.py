@@ -278,3 +278,31 @@ def test_unlabelled_rows_do_not_reach_the_hard_label_loss():
     per_row = -_log_softmax(logits.astype("float64"))[np.arange(4), y]
     # Keras' default reduction: the weighted sum over the batch size.
     np.testing.assert_allclose(got, (per_row * weight).sum() / 4, rtol=1e-5)
+
+
+def test_cached_teacher_outputs_replace_the_teacher_in_the_step():
+    """Outputs under `x["teacher_outputs"]` (a span labeler's two heads) give the loss of
+    the teacher in the step, and the teacher is not called."""
+    build = BertSpanLabeler
+    teacher = build(_encoder(num_layers=2))
+    randomize_weights(teacher, seed=4)
+    student = distillation.layer_subset_student(teacher, [1], build)
+    kinds = {"start_logits": "positions", "end_logits": "positions"}
+    live = distillation.TaskDistiller(teacher, student, kinds, hard_label_weight=0.0)
+    x = _inputs()
+    expected = float(live.compute_loss(x, None, live(x, training=False), training=False))
+
+    class Untouchable(keras.Model):
+        def call(self, inputs, training=None):
+            raise AssertionError("the teacher ran although its outputs were given")
+
+    cached = distillation.TaskDistiller(Untouchable(), student, kinds, hard_label_weight=0.0)
+    outputs = {key: np.asarray(value) for key, value in teacher(x, training=False).items()}
+    with_outputs = {**x, "teacher_outputs": outputs}
+    got = float(
+        cached.compute_loss(
+            with_outputs, None, cached(with_outputs, training=False), training=False
+        )
+    )
+    assert expected > 0
+    np.testing.assert_allclose(got, expected, rtol=1e-6)

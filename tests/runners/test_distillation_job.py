@@ -6,7 +6,9 @@ the teacher's evaluation beside the student's, and bad input is one error naming
 import json
 import pathlib
 import random
+import shutil
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from keras_bert_zoo import tasks
 from keras_bert_zoo.runners import distillation, finetuning
 
 HERE = pathlib.Path(__file__).resolve().parent
+REPO_ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent / "tasks"))  # the fine-tuning fixtures
 import finetuning_test_helpers as helpers  # noqa: E402
 from qa_test_helpers import load_local_module, write_squad  # noqa: E402
@@ -186,6 +189,14 @@ def test_resuming_a_different_distillation_is_refused(reviews_teacher, tmp_path)
         (dict(layer_map="0-1"), r"--layer_map=0-1: expected student:teacher block pairs"),
         (dict(student="bert_tiny_uncased", student_layers="1"), r"--student .* not both"),
         (dict(transfer_file="missing.txt"), r"--transfer_file=missing.txt: no such file"),
+        (
+            dict(cache_teacher_outputs=True, attention_weight=1.0),
+            r"--cache_teacher_outputs holds the teacher's outputs, not its blocks",
+        ),
+        (
+            dict(cache_teacher_outputs=True, soft_target_weight=0.0),
+            r"--cache_teacher_outputs with --soft_target_weight=0",
+        ),
     ],
 )
 def test_bad_settings_are_one_error_naming_the_flag(reviews_teacher, tmp_path, settings, message):
@@ -341,3 +352,151 @@ def test_every_family_distils_into_a_directory_the_finetuning_job_evaluates(fami
     assert evaluated.task.task_name == settings["task"]
     assert len(evaluated.model.encoder.transformer_layers) == 1
     assert evaluated.eval_results and all(evaluated.eval_results.values())
+
+
+# === Teacher outputs computed once ===
+
+
+def _student_weights(output_dir):
+    return tasks.load_finetuned(str(output_dir / "finetuned")).model.get_weights()
+
+
+def _assert_cache_holds_the_teachers_logits(output_dir, settings, tmp_path):
+    """The cache, read with TensorFlow's own parser, is the teacher run here on the
+    texts of the training split and the transfer file, in that order."""
+    import tensorflow as tf
+
+    teacher = tasks.load_finetuned(str(pathlib.Path(settings["teacher"]) / "finetuned"))
+    job = distillation.DistillationJob(_quick(**settings, output_dir=str(tmp_path / "x")))
+    job.prepare(None)
+    texts = [example.texts[0] for example in job.train_examples + job.transfer_examples]
+    expected = teacher.model(teacher.preprocessor(tf.constant(texts)), training=False)
+    meta = json.loads((output_dir / "teacher_outputs.json").read_text(encoding="utf-8"))
+    assert meta["rows"] == len(texts) == 36 + 20
+    records = tf.data.TFRecordDataset(str(output_dir / "teacher_outputs.tfrecord"))
+    spec = {"outputs": tf.io.FixedLenFeature([2], tf.float32)}
+    written = np.stack([tf.io.parse_single_example(r, spec)["outputs"] for r in records])
+    np.testing.assert_allclose(written, np.asarray(expected), rtol=1e-5, atol=1e-6)
+
+
+def test_cached_teacher_outputs_train_as_the_teacher_in_the_step(reviews_teacher, tmp_path):
+    """`--cache_teacher_outputs`: the cache holds the teacher's outputs of every training
+    feature in order (the teacher run here on the same texts), the student trains as with
+    the teacher in the step, and a resumed run reads the cache back and ends bitwise as
+    the uninterrupted one."""
+
+    root, data_dir, transfer = reviews_teacher
+    settings = dict(
+        teacher=str(root / "teacher"),
+        data_dir=str(data_dir),
+        student_layers="1",
+        transfer_file=str(transfer),
+        train_batch_size=8,
+        num_train_steps=8,
+        checkpoint_every=4,
+        mode="train",
+    )
+    live = distillation.run_distillation(_quick(**settings, output_dir=str(tmp_path / "live")))
+    cached_dir = tmp_path / "cached"
+    cached = distillation.run_distillation(
+        _quick(**settings, output_dir=str(cached_dir), cache_teacher_outputs=True)
+    )
+
+    _assert_cache_holds_the_teachers_logits(cached_dir, settings, tmp_path)
+
+    np.testing.assert_allclose(cached.training.losses, live.training.losses, rtol=1e-4)
+    for got, want in zip(
+        _student_weights(cached_dir), _student_weights(tmp_path / "live"), strict=True
+    ):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+    # A run stopped after its step-4 checkpoint: the later one removed, then resumed.
+    resumed_dir = tmp_path / "resumed"
+    distillation.run_distillation(
+        _quick(**settings, output_dir=str(resumed_dir), cache_teacher_outputs=True)
+    )
+    records_file = resumed_dir / "teacher_outputs.tfrecord"
+    written_at = records_file.stat().st_mtime_ns
+    for path in (resumed_dir / "checkpoints").glob("ckpt-00000008*"):
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    again = distillation.run_distillation(
+        _quick(**settings, output_dir=str(resumed_dir), cache_teacher_outputs=True)
+    )
+    assert again.training.restored_step == 4
+    assert records_file.stat().st_mtime_ns == written_at  # read back, not written again
+    for got, want in zip(_student_weights(resumed_dir), _student_weights(cached_dir), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+WORKER = textwrap.dedent(
+    """
+    import json, logging, sys
+    from keras_bert_zoo.runners import distillation
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+
+    result = distillation.run_distillation(
+        distillation.DistillationConfig(**json.loads(sys.argv[1]))
+    )
+    print("LOSSES", json.dumps([float(loss) for loss in result.training.losses]))
+    """
+)
+
+
+def test_two_workers_distil_from_cached_outputs(reviews_teacher, tmp_path):
+    """`--cache_teacher_outputs` under `multi_worker_mirrored` (two processes on
+    127.0.0.1): the chief writes the cache in the run directory, the other worker its own
+    copy in a temporary directory that is gone when it exits."""
+    import child_process
+
+    root, data_dir, transfer = reviews_teacher
+    settings = dict(
+        teacher=str(root / "teacher"),
+        data_dir=str(data_dir),
+        student_layers="1",
+        transfer_file=str(transfer),
+        cache_teacher_outputs=True,
+        train_batch_size=8,
+        num_train_steps=6,
+        mode="train",
+        learning_rate=5e-3,
+        lr_schedule="constant",
+        warmup_proportion=0.0,
+        steps_per_loop=3,
+        progress="none",
+        seed=0,
+    )
+    output_dir = tmp_path / "student"
+    temporary = tmp_path / "workers_tmp"
+    temporary.mkdir()
+    environments = child_process.worker_environments(2)
+    for environment in environments:
+        environment["TMPDIR"] = str(temporary)
+    command = [
+        sys.executable,
+        "-c",
+        WORKER,
+        json.dumps(
+            {
+                **settings,
+                "output_dir": str(output_dir),
+                "distribution_strategy": "multi_worker_mirrored",
+            }
+        ),
+    ]
+    codes, outputs = child_process.run_together(
+        [command, command], environments, 300, cwd=REPO_ROOT
+    )
+    assert codes == [0, 0], "\n".join(output[-3000:] for output in outputs)
+    for output in outputs:
+        losses = json.loads(output.split("LOSSES ", 1)[1].splitlines()[0])
+        assert len(losses) == 6 and np.all(np.isfinite(losses))
+    chief, other = outputs
+    assert f"written to {output_dir / 'teacher_outputs.tfrecord'}" in chief, chief[-3000:]
+    assert f"written to {temporary / 'teacher_outputs_'}" in other, other[-3000:]
+    _assert_cache_holds_the_teachers_logits(output_dir, settings, tmp_path)
+    assert not list(temporary.glob("teacher_outputs_*"))
+    assert (
+        len(tasks.load_finetuned(str(output_dir / "finetuned")).model.encoder.transformer_layers)
+        == 1
+    )
