@@ -42,17 +42,20 @@ def _reviews(count, seed):
     return rows
 
 
+# A few steps of a tiny model.
+QUICK = dict(
+    learning_rate=5e-3,
+    lr_schedule="constant",
+    warmup_proportion=0.0,
+    steps_per_loop=4,
+    progress="none",
+    seed=0,
+)
+
+
 def _quick(**settings):
     """A distillation configuration for a few steps of a tiny model."""
-    defaults = dict(
-        learning_rate=5e-3,
-        lr_schedule="constant",
-        warmup_proportion=0.0,
-        steps_per_loop=4,
-        progress="none",
-        seed=0,
-    )
-    return distillation.DistillationConfig(**{**defaults, **settings})
+    return distillation.DistillationConfig(**{**QUICK, **settings})
 
 
 # === Sentence classification: the whole contract ===
@@ -361,6 +364,20 @@ def _student_weights(output_dir):
     return tasks.load_finetuned(str(output_dir / "finetuned")).model.get_weights()
 
 
+def _transfer_settings(reviews_teacher, **settings):
+    """A 1-block student of the reviews teacher, on its data and transfer file."""
+    root, data_dir, transfer = reviews_teacher
+    return dict(
+        teacher=str(root / "teacher"),
+        data_dir=str(data_dir),
+        student_layers="1",
+        transfer_file=str(transfer),
+        train_batch_size=8,
+        mode="train",
+        **settings,
+    )
+
+
 def _assert_cache_holds_the_teachers_logits(output_dir, settings, tmp_path):
     """The cache, read with TensorFlow's own parser, is the teacher run here on the
     texts of the training split and the transfer file, in that order."""
@@ -384,18 +401,7 @@ def test_cached_teacher_outputs_train_as_the_teacher_in_the_step(reviews_teacher
     feature in order (the teacher run here on the same texts), the student trains as with
     the teacher in the step, and a resumed run reads the cache back and ends bitwise as
     the uninterrupted one."""
-
-    root, data_dir, transfer = reviews_teacher
-    settings = dict(
-        teacher=str(root / "teacher"),
-        data_dir=str(data_dir),
-        student_layers="1",
-        transfer_file=str(transfer),
-        train_batch_size=8,
-        num_train_steps=8,
-        checkpoint_every=4,
-        mode="train",
-    )
+    settings = _transfer_settings(reviews_teacher, num_train_steps=8, checkpoint_every=4)
     live = distillation.run_distillation(_quick(**settings, output_dir=str(tmp_path / "live")))
     cached_dir = tmp_path / "cached"
     cached = distillation.run_distillation(
@@ -449,23 +455,7 @@ def test_two_workers_distil_from_cached_outputs(reviews_teacher, tmp_path):
     copy in a temporary directory that is gone when it exits."""
     import child_process
 
-    root, data_dir, transfer = reviews_teacher
-    settings = dict(
-        teacher=str(root / "teacher"),
-        data_dir=str(data_dir),
-        student_layers="1",
-        transfer_file=str(transfer),
-        cache_teacher_outputs=True,
-        train_batch_size=8,
-        num_train_steps=6,
-        mode="train",
-        learning_rate=5e-3,
-        lr_schedule="constant",
-        warmup_proportion=0.0,
-        steps_per_loop=3,
-        progress="none",
-        seed=0,
-    )
+    settings = _transfer_settings(reviews_teacher, num_train_steps=6)
     output_dir = tmp_path / "student"
     temporary = tmp_path / "workers_tmp"
     temporary.mkdir()
@@ -478,7 +468,9 @@ def test_two_workers_distil_from_cached_outputs(reviews_teacher, tmp_path):
         WORKER,
         json.dumps(
             {
+                **QUICK,
                 **settings,
+                "cache_teacher_outputs": True,
                 "output_dir": str(output_dir),
                 "distribution_strategy": "multi_worker_mirrored",
             }
