@@ -10,6 +10,26 @@ import pytest
 TESTS = pathlib.Path(__file__).resolve().parent
 TOOLS = TESTS.parent / "tools"
 
+# The test files that use the session-scoped SavedModel exports of
+# tests/serving/conftest.py: `all_exports` (seven exports, one per task family; ~60 s
+# to build) and `tensorflow_text_export` (~8 s); test_answers takes the same seven
+# exports one by one. Under `--dist loadfile` each xdist worker that runs one of these
+# files builds them all itself: in a CI run the setup of test_export.py took 67.6 s on
+# one worker and that of test_native.py 65.5 s on the other, the same build twice.
+# `pytest_xdist_make_scheduler` below makes these files one work unit, run by one worker
+# in this order, which builds the exports once (~60 s less worker time). Only these:
+# the unit is already the longest (~300 s); `cpp_runner` (shared by test_native.py and
+# serving/test_tools.py) takes only ~12 s to compile, less than the ~50 s that
+# test_tools.py would add to the unit.
+SHARED_EXPORT_FILES = (
+    "serving/test_export.py",  # 180 s, ~70 s of it building the exports
+    "serving/test_answers.py",  # ~25 s (120 s when it builds the exports)
+    "serving/test_native.py",  # ~60 s (85 s when it builds the exports)
+    "serving/test_fresh_process.py",  # ~25 s
+    "serving/test_robustness.py",  # ~10 s
+)
+SHARED_EXPORT_SCOPE = "tests/serving/[session exports]"
+
 # The longest test files, longest first, with their worker seconds in a full run with
 # two workers on a 2-core machine. pyproject's addopts give whole files to the two xdist
 # workers (`--dist loadfile`) in collection order (`--no-loadscope-reorder`: xdist's
@@ -18,18 +38,17 @@ TOOLS = TESTS.parent / "tools"
 # files first lets the many short ones fill in around them. A file missing here runs
 # after these, in pytest's order; the order changes no result, only the wall time.
 LONGEST_FILES = (
+    # One work unit (see SHARED_EXPORT_FILES), ~300 s in all: the longest, so first.
+    *SHARED_EXPORT_FILES,
     "text/test_tokenizer_parity.py",  # 280 s
     "test_readme_commands_finetuning.py",  # ~250 s (with "Distillation")
     "test_readme_commands_pretraining.py",  # 215 s
     "test_readme_commands.py",  # 195 s
-    "serving/test_export.py",  # 180 s
     "runners/test_distillation_job.py",  # ~110 s
-    "serving/test_answers.py",  # 120 s
     "tools/test_run_finetuning_interrupt.py",  # ~115 s
     "tools/test_installed_wheel.py",  # ~95 s
     "training/test_trainer.py",  # ~100 s
     "training/test_distribute.py",  # 95 s
-    "serving/test_native.py",  # 85 s
     "tools/test_run_distillation.py",  # ~80 s
     "serving/test_litert.py",  # ~75 s
     "tasks/test_sentence_finetuning.py",  # 85 s
@@ -67,6 +86,31 @@ def pytest_collection_modifyitems(config, items):
         return rank.get(name, len(rank))
 
     items.sort(key=file_rank)
+
+
+@pytest.hookimpl(optionalhook=True)  # optional: not called without xdist or with -n 0
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's `--dist loadfile` scheduler, except that the files of
+    `SHARED_EXPORT_FILES` are one scope (one work unit, one worker). Scopes are still
+    handed out in collection order under `--no-loadscope-reorder`; this one comes where
+    its first file is collected (first: LONGEST_FILES starts with these files)."""
+    if config.getvalue("dist") != "loadfile":
+        return None  # xdist's own scheduler
+    from xdist.scheduler import LoadFileScheduling
+
+    shared = set()
+    for name in SHARED_EXPORT_FILES:
+        try:
+            shared.add((TESTS / name).relative_to(config.rootpath).as_posix())
+        except ValueError:  # tests/ outside the rootdir: no grouping
+            pass
+
+    class SharedExportsScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid):
+            path = super()._split_scope(nodeid)
+            return SHARED_EXPORT_SCOPE if path in shared else path
+
+    return SharedExportsScheduling(config, log)
 
 
 @pytest.fixture(autouse=True, scope="module")
