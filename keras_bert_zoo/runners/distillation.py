@@ -66,13 +66,15 @@ __all__ = [
 ]
 
 # The run's distillation settings: a resumed run must be the same distillation.
+# `--cache_teacher_outputs` is not one of them: it changes where the teacher's outputs
+# come from (equal up to float rounding), not what is learned, so a run may resume with
+# it switched on or off.
 DISTILLATION_FILE = "distillation.json"
 _FINGERPRINT_KEYS = (
     "teacher",
     "student",
     "student_layers",
     "transfer_file",
-    "cache_teacher_outputs",
     "temperature",
     "hard_label_weight",
     "soft_target_weight",
