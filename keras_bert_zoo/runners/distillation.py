@@ -48,6 +48,7 @@ from keras_bert_zoo.runners.configs import (
 )
 from keras_bert_zoo.tasks import run_outputs
 from keras_bert_zoo.tasks.saving import finetuned_tokenizer, read_task_description
+from keras_bert_zoo.training import distribute
 from keras_bert_zoo.utils.atomic import write_json_atomically
 
 logger = logging.getLogger(__name__)
@@ -184,6 +185,9 @@ class DistillationJob(finetuning.FinetuningJob):
                 "vocab.txt, task.json) or its --output_dir"
             )
         self.teacher_source = teacher
+        # The chief alone writes the run directory (the skeleton's rule); the
+        # teacher-output cache follows it.
+        self.is_chief = strategy is None or distribute.is_chief(strategy)
         description = read_task_description(teacher.path)
         run_outputs.check_saved_task(config, description, teacher.path)
         self.tokenizer = finetuned_tokenizer(teacher.path, description)
@@ -290,9 +294,6 @@ class DistillationJob(finetuning.FinetuningJob):
         return None  # the student's weights are set when it is built
 
     def record_run(self, *, write: bool) -> None:
-        # The skeleton lets the chief alone write the run directory (`write`); the
-        # teacher-output cache follows the same rule.
-        self.writes_run_directory = write
         super().record_run(write=write)
         settings = {key: getattr(self.config, key) for key in _FINGERPRINT_KEYS}
         settings["teacher"] = self.teacher_source.path
@@ -323,7 +324,7 @@ class DistillationJob(finetuning.FinetuningJob):
         from keras_bert_zoo.data.teacher_outputs import TeacherOutputsCache
         from keras_bert_zoo.tasks.base import outputs_by_batch
 
-        if getattr(self, "writes_run_directory", True):
+        if self.is_chief:
             directory = self.output_dir
         else:
             directory = tempfile.mkdtemp(prefix="teacher_outputs_")

@@ -223,3 +223,16 @@ class MiniLMReviews:
                 np.mean(self.labels(self.sequence) == self.labels(got["sequence_output"]))
             ),
         }
+
+    def assert_int8_keeps_the_answers(self, what: str, size_bytes: int, got) -> dict[str, float]:
+        """The bars of an int8 export of this encoder (LiteRT and ONNX alike): under 0.3
+        of the float32 weights' bytes, outputs close to float (`compare`), 99% of the
+        dev labels. Returns the measures (also printed)."""
+        float_bytes = 4 * self.encoder.count_params()
+        assert size_bytes <= 0.3 * float_bytes, (size_bytes, float_bytes)
+        measured = self.compare(got)
+        print(f"{what} dynamic int8 MiniLM ({size_bytes} bytes): {measured}")
+        assert measured["pooled_mean"] >= 0.998 and measured["sequence_mean"] >= 0.998, measured
+        assert measured["pooled_min"] >= 0.995 and measured["sequence_min"] >= 0.995, measured
+        assert measured["label_agreement"] >= 0.99, measured
+        return measured
