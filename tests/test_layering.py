@@ -11,8 +11,12 @@ The rules (README.md, "Architecture"):
 - `layers/` and `models/` know nothing of files, flags or tf.data: they import only the
   floors below them (`inputs.py`, `config.py` for `models/`, `layers/`), never `data/`,
   `checkpoints/`, `utils/`, `text/`, the loops or the package root, and not absl.
+- `layers/` and `models/` may use two modules of `utils/` that know nothing of files
+  either (`GROUND_MODULES`): `utils.errors` (the `UserError` their argument checks
+  raise) and `utils.deprecation` (the aliases of their moved names).
 - `data/` and `pretraining/` (the input pipelines) are below the loops: no `training/`,
-  `tasks/`, `serving/` or `runners/`.
+  `tasks/`, `serving/` or `runners/`; `data/` (reading records and text) is below
+  `pretraining/` (making them): it never imports `pretraining/`.
 - `tasks/` (the task contract and the task families) imports neither `serving/` nor
   `runners/`: exporting and running jobs are above the tasks.
 - `training/` (the loop every job shares) imports no task (`tasks/`, `pretraining/`),
@@ -49,9 +53,14 @@ ROOT_AREA = PACKAGE  # `keras_bert_zoo/__init__.py`, the public API above the su
 # Modules whose `moved_names` aliases may reach up a floor, for one release.
 DEPRECATED_ALIASES = {
     "keras_bert_zoo/tasks/finetuning.py",
+    "keras_bert_zoo/tasks/run_outputs.py",
     "keras_bert_zoo/pretraining/run.py",
     "keras_bert_zoo/pretraining/__init__.py",
 }
+
+# The modules of `utils/` below every floor, `layers/` and `models/` included: an error
+# class and the deprecated-alias helper, pure Python that knows no file, flag or tf.data.
+GROUND_MODULES = frozenset({"keras_bert_zoo.utils.errors", "keras_bert_zoo.utils.deprecation"})
 
 # The modules of `layers/` that `config.py` validates its fields with.
 CONFIG_LAYERS_MODULES = frozenset(
@@ -99,17 +108,22 @@ RULES = [
         applies_to=frozenset({"layers"}),
         allowed=frozenset({"inputs"}),
         forbidden_external=frozenset({"absl"}),
-        why="layers/ know nothing of files, flags or tf.data: they import only inputs.py",
+        allowed_modules=GROUND_MODULES,
+        why=(
+            "layers/ know nothing of files, flags or tf.data: they import only inputs.py "
+            "(and GROUND_MODULES)"
+        ),
     ),
     Rule(
         name="models",
         applies_to=frozenset({"models"}),
         allowed=frozenset({"inputs", "config", "layers"}),
         forbidden_external=frozenset({"absl"}),
+        allowed_modules=GROUND_MODULES,
         why=(
             "models/ know nothing of files, flags or tf.data: they import only inputs.py, "
-            "config.py and layers/ (no data/, checkpoints/, utils/, text/, loops or the "
-            "package root)"
+            "config.py, layers/ and GROUND_MODULES (no data/, checkpoints/, other utils/, "
+            "text/, loops or the package root)"
         ),
     ),
     Rule(
@@ -119,6 +133,15 @@ RULES = [
         why=(
             "data/ and pretraining/ are the input pipelines, below the loops: no training/, "
             "tasks/, serving/ or runners/ (a pretraining job belongs in runners/)"
+        ),
+    ),
+    Rule(
+        name="data_below_pretraining",
+        applies_to=frozenset({"data"}),
+        forbidden=frozenset({"pretraining"}),
+        why=(
+            "data/ reads records and text; pretraining/ makes them, on top of data/: data/ "
+            "never imports pretraining/ (a reader it needs lives in data/)"
         ),
     ),
     Rule(
@@ -347,6 +370,47 @@ def test_the_utils_and_config_rules_catch_what_they_must():
         "keras_bert_zoo.layers.heads",
         "keras_bert_zoo.text",
         "keras_bert_zoo.models",
+    ]
+
+
+def test_the_data_and_ground_rules_catch_what_they_must():
+    rules = {rule.name: rule for rule in RULES}
+    # The edge data/ had before `verify_pretraining_records` moved down: a lazy import.
+    old_edge = imports_in(
+        "def diagnose_records():\n"
+        "    from keras_bert_zoo.pretraining.writer import verify_pretraining_records\n",
+        module="keras_bert_zoo.data.pretraining_records",
+        is_package=False,
+        relative="keras_bert_zoo/data/pretraining_records.py",
+    )
+    assert [rules["data_below_pretraining"].breaks("data", i) for i in old_edge] == [True]
+    # pretraining/ reading records through data/ is the direction the floors run.
+    assert not any(
+        rule.breaks("pretraining", i)
+        for rule in RULES
+        if rule.applies("pretraining")
+        for i in imports_in(
+            "from keras_bert_zoo.data.pretraining_records import verify_pretraining_records",
+            module="keras_bert_zoo.pretraining",
+            is_package=True,
+            relative="keras_bert_zoo/pretraining/__init__.py",
+        )
+    )
+    # models/ may raise `UserError` and alias its moved names, and use no other utils/.
+    found = imports_in(
+        "\n".join(
+            [
+                "from keras_bert_zoo.utils.errors import UserError",
+                "from keras_bert_zoo.utils.deprecation import moved_names",
+                "from keras_bert_zoo.utils.atomic import atomic_path",
+            ]
+        ),
+        module="keras_bert_zoo.models.sequence_packing.batch",
+        is_package=False,
+        relative="keras_bert_zoo/models/sequence_packing/batch.py",
+    )
+    assert [i.target for i in found if rules["models"].breaks("models", i)] == [
+        "keras_bert_zoo.utils.atomic"
     ]
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from keras_bert_zoo.runners import run_dir
 from keras_bert_zoo.runners.runner import MODES
-from keras_bert_zoo.tasks import base
+from keras_bert_zoo.tasks import registry
 from keras_bert_zoo.tasks.pretraining import INPUT_MODES
 from keras_bert_zoo.training.flags import TrainingFlags
 from keras_bert_zoo.utils import settings
@@ -74,7 +74,7 @@ class FinetuningConfig(JobOptions):
     # === The run ===
     task: str | None = setting(
         None,
-        help="The task: " + ", ".join(base.list_tasks()) + ". Without it (and in a run with "
+        help="The task: " + ", ".join(registry.list_tasks()) + ". Without it (and in a run with "
         "no flags) the built-in main job runs: MiniLM fine-tuned on gensim's movie reviews. "
         "May be left out in eval/predict/export runs of a fine-tuned model (it names its task).",
     )
@@ -154,7 +154,7 @@ def define_flags(flag_values=None) -> None:
 
     flag_values = flags.FLAGS if flag_values is None else flag_values
     settings.define_flags(FinetuningConfig, flag_values)
-    for option in base.all_task_options().values():
+    for option in registry.all_task_options().values():
         if option.name in runner_flag_names():
             raise ValueError(f"Task option {option.name!r} clashes with a flag of run_finetuning")
         settings.define_value_flag(
@@ -171,7 +171,7 @@ def explicit_flag_values(flag_values=None) -> dict[str, Any]:
     values = settings.flag_values_of(FinetuningConfig, flag_values, given_only=True)
     options = {
         name: flag_values[name].value
-        for name in base.all_task_options()
+        for name in registry.all_task_options()
         if name in flag_values and flag_values[name].present
     }
     if options:
@@ -387,7 +387,7 @@ def define_distillation_flags(flag_values=None) -> None:
 
     flag_values = flags.FLAGS if flag_values is None else flag_values
     settings.define_flags(DistillationConfig, flag_values, exclude=DISTILLATION_EXCLUDED)
-    for option in base.all_task_options().values():
+    for option in registry.all_task_options().values():
         settings.define_value_flag(
             flag_values, option.name, option.default, f"[task option] {option.help}", option.choices
         )

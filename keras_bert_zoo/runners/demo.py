@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from keras_bert_zoo.runners.finetuning import FinetuningConfig, FinetuningResult, run_finetuning
-from keras_bert_zoo.tasks import base
+from keras_bert_zoo.tasks import prediction
 from keras_bert_zoo.utils import run_layout
 
 DEMO_DATA_FILE = "pang_lee_polarity.cor"
@@ -140,7 +140,7 @@ def _keep_only(directory: str, kept: Sequence[str]) -> None:
 def answer_sentences(task, model, preprocessor, sentences, batch_size=32):
     """`(sentence, label, probability of that label)` for raw sentences."""
     examples = task.examples_from_texts(list(sentences))
-    answers = base.predict(task, model, examples, preprocessor, batch_size)
+    answers = prediction.predict(task, model, examples, preprocessor, batch_size)
     return [
         (sentence, answer.label, float(answer.probabilities[answer.label]))
         for sentence, answer in zip(sentences, answers, strict=True)

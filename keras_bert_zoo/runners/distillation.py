@@ -40,13 +40,12 @@ import shutil
 import tempfile
 from typing import Any
 
-from keras_bert_zoo.runners import finetuning, run_dir, sources
+from keras_bert_zoo.runners import finetuning, run_dir, run_outputs, sources
 from keras_bert_zoo.runners.configs import (
     DistillationConfig,
     config_from_distillation_flags,
     define_distillation_flags,
 )
-from keras_bert_zoo.tasks import run_outputs
 from keras_bert_zoo.tasks.saving import finetuned_tokenizer, read_task_description
 from keras_bert_zoo.training import distribute
 from keras_bert_zoo.utils.atomic import write_json_atomically
@@ -322,7 +321,7 @@ class DistillationJob(finetuning.FinetuningJob):
         reads them back), in a temporary directory for other workers, which write
         nothing in the run directory."""
         from keras_bert_zoo.data.teacher_outputs import TeacherOutputsCache
-        from keras_bert_zoo.tasks.base import outputs_by_batch
+        from keras_bert_zoo.tasks.prediction import outputs_by_batch
 
         if self.is_chief:
             directory = self.output_dir

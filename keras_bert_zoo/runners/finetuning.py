@@ -2,7 +2,7 @@
 
 `run_finetuning(FinetuningConfig(...))` runs `FinetuningJob` through the runner's
 skeleton (`runners/runner.py`) in any mode, for any registered task
-(`tasks.list_tasks()`), through the task contract (`tasks/base.py`); it knows no task
+(`tasks.list_tasks()`), through the task contract (`tasks/task.py`); it knows no task
 by name. `runners.demo.run_demo()` is the main job.
 
 Modes:
@@ -52,7 +52,7 @@ import logging
 import os
 from typing import Any
 
-from keras_bert_zoo.runners import run_dir, sources
+from keras_bert_zoo.runners import run_dir, run_outputs, sources
 from keras_bert_zoo.runners.configs import (
     FinetuningConfig,
     config_from_flags,
@@ -68,8 +68,9 @@ from keras_bert_zoo.runners.runner import (
     RunResult,
     tensorboard_hint,
 )
-from keras_bert_zoo.tasks import base, run_outputs
+from keras_bert_zoo.tasks import datasets, prediction, registry
 from keras_bert_zoo.tasks.saving import TASK_FILE, read_task_description, task_description
+from keras_bert_zoo.tasks.task import Task
 from keras_bert_zoo.utils.atomic import write_json_atomically
 from keras_bert_zoo.utils.deprecation import moved_names
 from keras_bert_zoo.utils.run_layout import (
@@ -108,7 +109,7 @@ __all__ = [
 _MOVED = {
     "keras_bert_zoo.utils.atomic": ("json_safe", "remove_stale_temporaries"),
     "keras_bert_zoo.runners.sources": ("make_tokenizer",),
-    "keras_bert_zoo.tasks.run_outputs": (
+    "keras_bert_zoo.runners.run_outputs": (
         "save_run_model",
         "eval_record",
         "huggingface_label_config",
@@ -118,7 +119,7 @@ __getattr__ = moved_names(
     __name__,
     [],
     renamed={
-        "export_checkpoint": ("keras_bert_zoo.tasks.run_outputs", "export_task_checkpoint"),
+        "export_checkpoint": ("keras_bert_zoo.runners.run_outputs", "export_task_checkpoint"),
         **{name: (home, name) for home, names in _MOVED.items() for name in names},
     },
 )
@@ -138,7 +139,7 @@ class FinetuningResult(RunResult):
     """
 
     config: FinetuningConfig | None = None
-    task: base.Task | None = None
+    task: Task | None = None
     tokenizer: Any = None
     preprocessor: Any = None
     eval_answers: tuple[dict, dict] | None = dataclasses.field(default=None, repr=False)
@@ -158,7 +159,7 @@ class FinetuningJob(Job):
 
     def check_inputs(self) -> None:
         if self.config.trains and not self.config.task:
-            raise ValueError(f"--task is required to train; choose from {base.list_tasks()}")
+            raise ValueError(f"--task is required to train; choose from {registry.list_tasks()}")
 
     # --- Training ---
 
@@ -256,7 +257,7 @@ class FinetuningJob(Job):
 
     def dataset_fn(self):
         config = self.config
-        return base.training_dataset_fn(
+        return datasets.training_dataset_fn(
             self.task,
             self.train_examples,
             self.preprocessor,
@@ -351,7 +352,7 @@ class FinetuningJob(Job):
             )
         files = {}
         for split, examples in run_outputs.read_splits(task, splits["predict"]).items():
-            answers = base.predict(
+            answers = prediction.predict(
                 task, model, examples, self.preprocessor, self.config.predict_batch_size
             )
             if write:

@@ -1,6 +1,6 @@
 """Fine-tuning tasks: one package per task family (`sentence`, `question_answering`,
 `tagging`, `multiple_choice`), each the only place that knows its data, its head, its
-metric and its answers (see `base.py` for the contract). The helpers they share live
+metric and its answers (see `task.py` for the contract). The helpers they share live
 in `_shared.py`; no family imports another's.
 
 Importing this package registers every task family, so `create_task("glue/mrpc")` and
@@ -14,19 +14,14 @@ from keras_bert_zoo.tasks import (  # noqa: F401
     sentence,  # GLUE, text_classification
     tagging,  # CoNLL-2003 NER, token_classification
 )
-from keras_bert_zoo.tasks.base import (
-    Servable,
-    Task,
-    TaskOption,
+from keras_bert_zoo.tasks.datasets import batched_dataset, training_dataset_fn
+from keras_bert_zoo.tasks.prediction import predict, predict_raw
+from keras_bert_zoo.tasks.registry import (
     all_task_options,
-    batched_dataset,
     create_task,
     get_task_class,
     list_tasks,
-    predict,
-    predict_raw,
     register_task,
-    training_dataset_fn,
 )
 from keras_bert_zoo.tasks.saving import (
     FinetunedModel,
@@ -35,6 +30,8 @@ from keras_bert_zoo.tasks.saving import (
     save_finetuned,
     task_from_description,
 )
+from keras_bert_zoo.tasks.servable import Servable
+from keras_bert_zoo.tasks.task import Task, TaskOption
 
 __all__ = [
     "FinetunedModel",

@@ -34,7 +34,8 @@ from typing import Any
 import keras
 
 from keras_bert_zoo.models.model_files import load_inference_model, save_inference_model
-from keras_bert_zoo.tasks.base import TASK_DESCRIPTION_FORMAT_VERSION, Task, create_task
+from keras_bert_zoo.tasks.registry import create_task
+from keras_bert_zoo.tasks.task import TASK_DESCRIPTION_FORMAT_VERSION, Task
 from keras_bert_zoo.utils.atomic import atomic_directory
 
 MODEL_FILE = "model.keras"

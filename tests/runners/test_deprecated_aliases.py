@@ -23,13 +23,31 @@ ALIASES = [
         "keras_bert_zoo.utils.atomic",
     ),
     ("keras_bert_zoo.runners.finetuning", "make_tokenizer", "keras_bert_zoo.runners.sources"),
-    ("keras_bert_zoo.runners.finetuning", "save_run_model", "keras_bert_zoo.tasks.run_outputs"),
-    ("keras_bert_zoo.runners.finetuning", "eval_record", "keras_bert_zoo.tasks.run_outputs"),
+    ("keras_bert_zoo.runners.finetuning", "save_run_model", "keras_bert_zoo.runners.run_outputs"),
+    ("keras_bert_zoo.runners.finetuning", "eval_record", "keras_bert_zoo.runners.run_outputs"),
     (
         "keras_bert_zoo.runners.finetuning",
         "huggingface_label_config",
-        "keras_bert_zoo.tasks.run_outputs",
+        "keras_bert_zoo.runners.run_outputs",
     ),
+    ("keras_bert_zoo.tasks.run_outputs", "save_run_model", "keras_bert_zoo.runners.run_outputs"),
+    ("keras_bert_zoo.tasks.run_outputs", "create_task", "keras_bert_zoo.runners.run_outputs"),
+    (
+        "keras_bert_zoo.tasks.run_outputs",
+        "link_identical_model_files",
+        "keras_bert_zoo.runners.run_outputs",
+    ),
+    ("keras_bert_zoo.tasks.base", "Task", "keras_bert_zoo.tasks.task"),
+    ("keras_bert_zoo.tasks.base", "TaskOption", "keras_bert_zoo.tasks.task"),
+    ("keras_bert_zoo.tasks.base", "Servable", "keras_bert_zoo.tasks.servable"),
+    ("keras_bert_zoo.tasks.base", "SERVING_API_ANSWERS", "keras_bert_zoo.tasks.servable"),
+    ("keras_bert_zoo.tasks.base", "SOFT_CLASSES", "keras_bert_zoo.tasks.distillation"),
+    ("keras_bert_zoo.tasks.base", "TRANSFER_EXAMPLE_ID", "keras_bert_zoo.tasks.distillation"),
+    ("keras_bert_zoo.tasks.base", "register_task", "keras_bert_zoo.tasks.registry"),
+    ("keras_bert_zoo.tasks.base", "all_task_options", "keras_bert_zoo.tasks.registry"),
+    ("keras_bert_zoo.tasks.base", "training_dataset_fn", "keras_bert_zoo.tasks.datasets"),
+    ("keras_bert_zoo.tasks.base", "predict", "keras_bert_zoo.tasks.prediction"),
+    ("keras_bert_zoo.tasks.base", "outputs_by_batch", "keras_bert_zoo.tasks.prediction"),
 ]
 
 
@@ -48,9 +66,9 @@ def test_renamed_and_unknown_names():
     with pytest.warns(DeprecationWarning, match="is_pretraining_run_dir"):
         assert run.is_run_dir is sources.is_pretraining_run_dir
     from keras_bert_zoo.runners import finetuning as finetuning_runner
-    from keras_bert_zoo.tasks import run_outputs
+    from keras_bert_zoo.runners import run_outputs
 
-    with pytest.warns(DeprecationWarning, match="run_outputs.export_task_checkpoint"):
+    with pytest.warns(DeprecationWarning, match="runners.run_outputs.export_task_checkpoint"):
         assert finetuning_runner.export_checkpoint is run_outputs.export_task_checkpoint
     from keras_bert_zoo.tasks import finetuning
 

@@ -22,8 +22,7 @@ import sklearn.metrics
 from absl import flags
 
 from keras_bert_zoo import tasks
-from keras_bert_zoo.runners import demo, finetuning, run_dir, sources
-from keras_bert_zoo.tasks import run_outputs
+from keras_bert_zoo.runners import demo, finetuning, run_dir, run_outputs, sources
 from keras_bert_zoo.tasks.feature_extraction import demo_model_dir
 from keras_bert_zoo.text.vocab import load_vocab
 from keras_bert_zoo.utils import atomic, settings

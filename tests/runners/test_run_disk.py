@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 from keras_bert_zoo import tasks
-from keras_bert_zoo.runners import demo, finetuning
+from keras_bert_zoo.runners import demo, finetuning, run_outputs
 from keras_bert_zoo.runners.configs import FinetuningConfig, PretrainingConfig
-from keras_bert_zoo.tasks import run_outputs
 from keras_bert_zoo.tasks.feature_extraction import demo_model_dir
 from keras_bert_zoo.tasks.saving import save_finetuned
 from keras_bert_zoo.text.vocab import load_vocab

@@ -1,4 +1,4 @@
-"""The serving contract (`keras_bert_zoo.tasks.base.Servable`): what the exporter reads
+"""The serving contract (`keras_bert_zoo.tasks.servable.Servable`): what the exporter reads
 of a task is what the task declares, with defaults, never guessed from its answers.
 
 A task that declares a TF Serving example API gets `serve_examples` (its answers
@@ -17,7 +17,7 @@ from keras_bert_zoo import serving, tasks
 from keras_bert_zoo.models import BertClassifier
 from keras_bert_zoo.serving import signatures
 from keras_bert_zoo.tasks import saving
-from keras_bert_zoo.tasks.base import (
+from keras_bert_zoo.tasks.servable import (
     CLASSIFY_API,
     PROBABILITIES_ANSWER,
     REGRESS_API,

@@ -19,15 +19,15 @@ import tensorflow as tf
 
 from keras_bert_zoo import tasks
 from keras_bert_zoo.models import BertEncoder
-from keras_bert_zoo.tasks.base import (
+from keras_bert_zoo.tasks.distillation import (
     SOFT_CLASSES,
     SOFT_LABELS,
     SOFT_POSITIONS,
     SOFT_SCORE,
     SOFT_TARGET_KINDS,
     SOFT_TOKEN_CLASSES,
-    Task,
 )
+from keras_bert_zoo.tasks.task import Task
 from keras_bert_zoo.text import BertTokenizer
 
 # Letters as pieces: every word tokenizes, most into several WordPieces.

@@ -337,14 +337,14 @@ def test_configuration_errors_are_clear(tmp_path):
 
 
 class _TokenTask:
-    """A minimal task on the contract of keras_bert_zoo.tasks.base (already tokenized
+    """A minimal task on the contract of keras_bert_zoo.tasks.task (already tokenized
     rows, per-example weights), to run `tasks.training_dataset_fn` through the Trainer."""
 
     @staticmethod
     def create():
-        from keras_bert_zoo.tasks import base
+        from keras_bert_zoo.tasks import task
 
-        class TokenTask(base.Task):
+        class TokenTask(task.Task):
             def read(self, split):
                 return []
 

@@ -24,7 +24,6 @@ import logging
 import tensorflow as tf
 
 from keras_bert_zoo.tasks._shared import as_text, prepared_tfds_builder
-from keras_bert_zoo.tasks.base import register_task
 from keras_bert_zoo.tasks.multiple_choice.reader import (
     SWAG_ENDINGS,
     SWAG_NUM_CHOICES,
@@ -33,6 +32,7 @@ from keras_bert_zoo.tasks.multiple_choice.reader import (
     read_swag_csv,
 )
 from keras_bert_zoo.tasks.multiple_choice.task import MultipleChoiceTask
+from keras_bert_zoo.tasks.registry import register_task
 
 
 @register_task("swag")

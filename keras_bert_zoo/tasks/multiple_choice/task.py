@@ -48,9 +48,11 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.tasks._shared import features_in_batches, find_split_file, named_texts
-from keras_bert_zoo.tasks.base import SOFT_CLASSES, SoftTargetKind, Task, register_task
+from keras_bert_zoo.tasks.distillation import SOFT_CLASSES, SoftTargetKind
 from keras_bert_zoo.tasks.multiple_choice.preprocessor import MultipleChoicePreprocessor
 from keras_bert_zoo.tasks.multiple_choice.reader import MultipleChoiceExample, read_choice_jsonl
+from keras_bert_zoo.tasks.registry import register_task
+from keras_bert_zoo.tasks.task import Task
 from keras_bert_zoo.utils.atomic import atomic_open
 
 FEATURE_BATCH_SIZE = 64  # examples tokenized per preprocessor call

@@ -1,6 +1,6 @@
 """Extractive question answering tasks: SQuAD v1.1, SQuAD v2.0 and any SQuAD-format JSON.
 
-Data flows as in every task (see `tasks/base.py`):
+Data flows as in every task (see `tasks/task.py`):
 
 ```
 read(split)              -> QuestionAnsweringExample list (official JSON or tfds)
@@ -49,14 +49,7 @@ import tensorflow as tf
 from absl import logging
 
 from keras_bert_zoo.models import BertSpanLabeler
-from keras_bert_zoo.tasks.base import (
-    SOFT_POSITIONS,
-    TRANSFER_EXAMPLE_ID,
-    SoftTargetKind,
-    Task,
-    TaskOption,
-    register_task,
-)
+from keras_bert_zoo.tasks.distillation import SOFT_POSITIONS, TRANSFER_EXAMPLE_ID, SoftTargetKind
 from keras_bert_zoo.tasks.question_answering import metrics as official
 from keras_bert_zoo.tasks.question_answering.decoding import decode_spans, host_decoder
 from keras_bert_zoo.tasks.question_answering.features import (
@@ -82,6 +75,8 @@ from keras_bert_zoo.tasks.question_answering.reader import (
     read_squad_json,
     read_squad_tfds,
 )
+from keras_bert_zoo.tasks.registry import register_task
+from keras_bert_zoo.tasks.task import Task, TaskOption
 
 DOC_STRIDE = TaskOption("doc_stride", 128, "Tokens between the starts of consecutive windows.")
 MAX_QUERY_LENGTH = TaskOption(

@@ -29,18 +29,11 @@ from typing import Any, ClassVar
 import numpy as np
 import tensorflow as tf
 
-from keras_bert_zoo.tasks.base import (
-    CLASSIFY_API,
-    PROBABILITIES_ANSWER,
-    REGRESS_API,
-    SCORE_ANSWER,
+from keras_bert_zoo.tasks.distillation import (
     SOFT_CLASSES,
     SOFT_LABELS,
     SOFT_SCORE,
-    ServingApi,
     SoftTargetKind,
-    Task,
-    TaskOption,
 )
 from keras_bert_zoo.tasks.sentence import metrics as metric_functions
 from keras_bert_zoo.tasks.sentence import multi_label
@@ -51,6 +44,14 @@ from keras_bert_zoo.tasks.sentence.windows import (
     aggregate_windows,
     aggregate_windows_tf,
 )
+from keras_bert_zoo.tasks.servable import (
+    CLASSIFY_API,
+    PROBABILITIES_ANSWER,
+    REGRESS_API,
+    SCORE_ANSWER,
+    ServingApi,
+)
+from keras_bert_zoo.tasks.task import Task, TaskOption
 from keras_bert_zoo.utils.atomic import atomic_open
 
 # Texts are tokenized this many at a time inside `features()`: one preprocessor call

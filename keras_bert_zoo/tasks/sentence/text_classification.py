@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 from absl import logging
 
-from keras_bert_zoo.tasks.base import TaskOption, register_task
+from keras_bert_zoo.tasks.registry import register_task
 from keras_bert_zoo.tasks.sentence import multi_label
 from keras_bert_zoo.tasks.sentence.readers import (
     InputFileError,
@@ -70,6 +70,7 @@ from keras_bert_zoo.tasks.sentence.readers import (
 )
 from keras_bert_zoo.tasks.sentence.scores import parse_score
 from keras_bert_zoo.tasks.sentence.task import WINDOW_OPTIONS, SentenceExample, SentenceTask
+from keras_bert_zoo.tasks.task import TaskOption
 
 _FILE_OPTIONS = {"train": "train_file", "dev": "eval_file", "test": "predict_file"}
 _DELIMITER_ALIASES = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";", "pipe": "|"}

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 
 from keras_bert_zoo.tasks._shared import as_text, prepared_tfds_builder
-from keras_bert_zoo.tasks.base import register_task
+from keras_bert_zoo.tasks.registry import register_task
 from keras_bert_zoo.tasks.tagging.reader import TaggedSentence
 from keras_bert_zoo.tasks.tagging.task import (
     TAG_SCHEME_OPTION,

@@ -69,14 +69,12 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.tasks._shared import features_in_batches, find_split_file, named_texts
-from keras_bert_zoo.tasks.base import (
+from keras_bert_zoo.tasks.distillation import (
     SOFT_TOKEN_CLASSES,
     TRANSFER_EXAMPLE_ID,
     SoftTargetKind,
-    Task,
-    TaskOption,
-    register_task,
 )
+from keras_bert_zoo.tasks.registry import register_task
 from keras_bert_zoo.tasks.tagging.metrics import (
     IGNORED_LABEL,
     OUTSIDE,
@@ -93,6 +91,7 @@ from keras_bert_zoo.tasks.tagging.reader import (
     split_blank_separated,
 )
 from keras_bert_zoo.tasks.tagging.spans import entity_spans, word_logits
+from keras_bert_zoo.tasks.task import Task, TaskOption
 from keras_bert_zoo.text.offsets import valid_utf8
 from keras_bert_zoo.utils.atomic import atomic_open
 
