@@ -156,10 +156,10 @@ def load_tool():
 def packed_batch_keys(monkeypatch):
     """The input keys of every packed training step traced while the test runs.
 
-    Wraps `models.packed.packed_loss_fn` (called at trace time), so a test can check
-    that a run really trained on packed batches.
+    Wraps `models.sequence_packing.forward.packed_loss_fn` (called at trace time), so a
+    test can check that a run really trained on packed batches.
     """
-    from keras_bert_zoo.models import packed
+    from keras_bert_zoo.models.sequence_packing import forward as packed
 
     keys = []
     packed_loss_fn = packed.packed_loss_fn

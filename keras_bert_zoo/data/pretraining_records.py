@@ -6,9 +6,12 @@ returns the two lengths the records were written with (`max_seq_length`,
 `max_predictions_per_seq`), so a run needs neither flag. `diagnose_records` rescans
 every record when `tf.data` failed on one, because `tf.data` names neither the file
 nor the record. `list_text_files` is the same listing for raw text input.
+`verify_pretraining_records` is that full scan, naming the file and record that cannot be
+read (`keras_bert_zoo.pretraining` offers it to check the records it wrote).
 
-Every error names the flag the files came from (`--input_file`, `--eval_input_file`),
-so the command line that passed them can be corrected from the message alone.
+Every error of the first four names the flag the files came from (`--input_file`,
+`--eval_input_file`), so the command line that passed them can be corrected from the
+message alone.
 
 Example:
 
@@ -34,6 +37,7 @@ __all__ = [
     "inspect_records",
     "list_input_files",
     "list_text_files",
+    "verify_pretraining_records",
 ]
 
 # The features a google-research/bert pretraining record holds besides input_ids and
@@ -203,10 +207,60 @@ def diagnose_records(
         max_seq_length, max_predictions_per_seq: the lengths they should hold.
         flag: the flag they came from, for the message.
     """
-    # Imported here: pretraining/ (data creation) builds on this package.
-    from keras_bert_zoo.pretraining.writer import verify_pretraining_records
-
     try:
         verify_pretraining_records(list(files), max_seq_length, max_predictions_per_seq)
     except ValueError as error:
         raise ValueError(f"--{flag}: {error}") from None
+
+
+def verify_pretraining_records(
+    file_patterns,
+    max_seq_length: int = 128,
+    max_predictions_per_seq: int = 20,
+    compression_type: str | None = None,
+) -> dict[str, int]:
+    """Reads and parses every record of every file; returns the count per file.
+
+    ``tf.data`` reports a damaged file as "corrupted record at <offset>" without the
+    file's name, and a record of another shape deep inside a batch; this names both.
+
+    Raises:
+        ValueError: naming the file and the record (index and, for a damaged file,
+            the byte offset) that cannot be read or does not match the original
+            feature spec with these lengths.
+    """
+    # Imported here, as in the functions above: listing and checking the first
+    # records of the files is done before TensorFlow is needed.
+    import tensorflow as tf
+
+    from keras_bert_zoo.data import pipeline
+    from keras_bert_zoo.data.pretraining import pretraining_feature_spec
+
+    spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
+    counts = {}
+    for path in pipeline.list_files(file_patterns):
+        count = 0
+        records = tf.data.TFRecordDataset(path, compression_type=compression_type or "")
+        try:
+            for batch in records.batch(1024):
+                try:
+                    tf.io.parse_example(batch, spec)
+                except tf.errors.InvalidArgumentError:
+                    for offset, record in enumerate(batch):
+                        try:
+                            tf.io.parse_single_example(record, spec)
+                        except tf.errors.InvalidArgumentError as e:
+                            raise ValueError(
+                                f"{path}: record {count + offset} does not match the "
+                                f"pretraining spec (max_seq_length={max_seq_length}, "
+                                f"max_predictions_per_seq={max_predictions_per_seq}): "
+                                f"{e.message.splitlines()[0]}"
+                            ) from None
+                count += int(batch.shape[0])
+        except tf.errors.DataLossError as e:
+            raise ValueError(
+                f"{path}: damaged TFRecord file after {count} readable records "
+                f"({e.message.splitlines()[0]})"
+            ) from None
+        counts[path] = count
+    return counts

@@ -16,6 +16,7 @@
   padding as TF ops), ``writer`` (record encoding, atomic sharded writing).
 """
 
+from keras_bert_zoo.data.pretraining_records import verify_pretraining_records
 from keras_bert_zoo.pretraining.corpus import CorpusError
 from keras_bert_zoo.pretraining.creator import (
     CreationConfig,
@@ -36,11 +37,7 @@ from keras_bert_zoo.pretraining.wikitext import (
     split_sentences,
     wikitext_to_sentences,
 )
-from keras_bert_zoo.pretraining.writer import (
-    ShardedRecordWriter,
-    encode_pretraining_examples,
-    verify_pretraining_records,
-)
+from keras_bert_zoo.pretraining.writer import ShardedRecordWriter, encode_pretraining_examples
 from keras_bert_zoo.utils.deprecation import moved_names
 
 __all__ = [

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from keras_bert_zoo.utils import atomic
+from keras_bert_zoo.utils.deprecation import moved_names
 
 __all__ = [
     "ShardedRecordWriter",
@@ -34,8 +35,14 @@ __all__ = [
     "shard_of",
     "split_records",
     "statistics_path",
-    "verify_pretraining_records",
 ]
+
+# Reading records back is the records reader's: `data.pretraining_records`.
+__getattr__ = moved_names(
+    __name__,
+    ["keras_bert_zoo.data.pretraining_records"],
+    only=("verify_pretraining_records",),
+)
 
 # Record feature name, model name, kind; in the original's order.
 _FEATURES = (
@@ -325,54 +332,3 @@ class ShardedRecordWriter:
         stack, self._stack = self._stack, None
         self._writers = []
         return stack.__exit__(exc_type, exc, traceback)
-
-
-def verify_pretraining_records(
-    file_patterns,
-    max_seq_length: int = 128,
-    max_predictions_per_seq: int = 20,
-    compression_type: str | None = None,
-) -> dict[str, int]:
-    """Reads and parses every record of every file; returns the count per file.
-
-    ``tf.data`` reports a damaged file as "corrupted record at <offset>" without the
-    file's name, and a record of another shape deep inside a batch; this names both.
-
-    Raises:
-        ValueError: naming the file and the record (index and, for a damaged file,
-            the byte offset) that cannot be read or does not match the original
-            feature spec with these lengths.
-    """
-    import tensorflow as tf
-
-    from keras_bert_zoo.data import pipeline
-    from keras_bert_zoo.data.pretraining import pretraining_feature_spec
-
-    spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
-    counts = {}
-    for path in pipeline.list_files(file_patterns):
-        count = 0
-        records = tf.data.TFRecordDataset(path, compression_type=compression_type or "")
-        try:
-            for batch in records.batch(1024):
-                try:
-                    tf.io.parse_example(batch, spec)
-                except tf.errors.InvalidArgumentError:
-                    for offset, record in enumerate(batch):
-                        try:
-                            tf.io.parse_single_example(record, spec)
-                        except tf.errors.InvalidArgumentError as e:
-                            raise ValueError(
-                                f"{path}: record {count + offset} does not match the "
-                                f"pretraining spec (max_seq_length={max_seq_length}, "
-                                f"max_predictions_per_seq={max_predictions_per_seq}): "
-                                f"{e.message.splitlines()[0]}"
-                            ) from None
-                count += int(batch.shape[0])
-        except tf.errors.DataLossError as e:
-            raise ValueError(
-                f"{path}: damaged TFRecord file after {count} readable records "
-                f"({e.message.splitlines()[0]})"
-            ) from None
-        counts[path] = count
-    return counts

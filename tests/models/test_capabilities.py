@@ -10,7 +10,6 @@ import keras
 import numpy as np
 import pytest
 
-from keras_bert_zoo.data.packing import pack_batch
 from keras_bert_zoo.models import (
     BertClassifier,
     BertMultipleChoice,
@@ -21,8 +20,8 @@ from keras_bert_zoo.models import (
 )
 from keras_bert_zoo.models.head_model import head_models_with
 from keras_bert_zoo.models.head_positions import head_position_outputs, supports
-from keras_bert_zoo.models.packed import check_supported, packed_outputs
 from keras_bert_zoo.models.padding_free import padding_free_inference
+from keras_bert_zoo.models.sequence_packing import check_supported, pack_batch, packed_outputs
 from tests.models.conftest import SMALL, make_inputs, random_encoder
 
 

@@ -1,4 +1,4 @@
-"""Packed batches (`data/packing.py`, `models/packed.py`, `Trainer(packed_sequences=True)`).
+"""Packed batches (`models/sequence_packing/`, `Trainer(packed_sequences=True)`).
 
 References: the padded models on the same batch (themselves tested against the numpy
 restatement of BERT in tests/layers), and a plain-Python first-fit-decreasing packer.
@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_zoo.data.packing import pack_batch
 from keras_bert_zoo.models import BertClassifier, BertPretrainer, BertTokenClassifier
-from keras_bert_zoo.models.packed import packed_outputs
 from keras_bert_zoo.models.pretrainer import pretraining_losses
+from keras_bert_zoo.models.sequence_packing import pack_batch, packed_outputs
 from keras_bert_zoo.training import OptimizerConfig, Trainer, create_optimizer
 from tests.models.conftest import SMALL, random_encoder
 

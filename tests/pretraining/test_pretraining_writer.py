@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_zoo.data import pretraining as data_pretraining
+from keras_bert_zoo.data.pretraining_records import verify_pretraining_records
 from keras_bert_zoo.pretraining import writer
 
 
@@ -118,11 +119,11 @@ def test_verify_names_the_damaged_file_and_record(tmp_path):
     good, bad = str(tmp_path / "good.tfrecord"), str(tmp_path / "bad.tfrecord")
     with writer.ShardedRecordWriter([good, bad]) as records:
         records.write_all(writer.split_records(blob, lengths))
-    assert writer.verify_pretraining_records([good, bad], 16, 3) == {good: 25, bad: 25}
+    assert verify_pretraining_records([good, bad], 16, 3) == {good: 25, bad: 25}
     with pytest.raises(
         ValueError, match=r"good\.tfrecord: record 0 does not match.*max_seq_length=32"
     ):
-        writer.verify_pretraining_records(good, 32, 3)
+        verify_pretraining_records(good, 32, 3)
     with open(bad, "rb") as f:
         data = bytearray(f.read())
     data[len(data) // 2 : len(data) // 2 + 8] = b"garbage!"
@@ -131,7 +132,7 @@ def test_verify_names_the_damaged_file_and_record(tmp_path):
     with pytest.raises(
         ValueError, match=r"bad\.tfrecord: damaged TFRecord file after \d+ readable"
     ):
-        writer.verify_pretraining_records(str(tmp_path / "*.tfrecord"), 16, 3)
+        verify_pretraining_records(str(tmp_path / "*.tfrecord"), 16, 3)
 
 
 @pytest.mark.parametrize(
