@@ -85,7 +85,7 @@ def our_run(args, seed, model_dir, work_dir):
         weight_decay=args.weight_decay,
         jit_compile=args.jit_compile,
         eval_every=0,  # only the final model is scored, as on the Trainer side
-        export_formats=(),
+        checkpoint_layouts=(),
         progress="none",
     )
     start = time.time()

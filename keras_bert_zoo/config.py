@@ -33,6 +33,7 @@ from typing import Any
 from keras_bert_zoo.layers.activations import check_activation
 from keras_bert_zoo.layers.attention import attention_head_size
 from keras_bert_zoo.utils.atomic import write_json_atomically
+from keras_bert_zoo.utils.errors import UserError
 
 # google-research/bert's modeling.get_activation: its "gelu" is the tanh approximation.
 # An exact-erf GELU has no name there, so it is written as "gelu_exact": the original code
@@ -105,20 +106,20 @@ class BertConfig:
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"BertConfig.{name} must be a positive int, got {value!r}")
+                raise UserError(f"BertConfig.{name} must be a positive int, got {value!r}")
         attention_head_size(self.hidden_size, self.num_heads, owner="BertConfig.")
         check_activation(self.hidden_act, "BertConfig.hidden_act")
         for name in ("hidden_dropout", "attention_dropout"):
             value = getattr(self, name)
             if not _is_real(value) or not 0.0 <= value < 1.0:
-                raise ValueError(f"BertConfig.{name} must be in [0, 1), got {value!r}")
+                raise UserError(f"BertConfig.{name} must be in [0, 1), got {value!r}")
         for name in ("initializer_range", "layer_norm_epsilon"):
             value = getattr(self, name)
             if not _is_real(value) or not (value > 0 and math.isfinite(value)):
-                raise ValueError(f"BertConfig.{name} must be a positive number, got {value!r}")
+                raise UserError(f"BertConfig.{name} must be a positive number, got {value!r}")
         pad = self.pad_token_id
         if not isinstance(pad, int) or isinstance(pad, bool) or pad < 0:
-            raise ValueError(f"BertConfig.pad_token_id must be a non-negative int, got {pad!r}")
+            raise UserError(f"BertConfig.pad_token_id must be a non-negative int, got {pad!r}")
 
     # --- Encoder constructor arguments -------------------------------------------------
 
@@ -136,7 +137,7 @@ class BertConfig:
     @classmethod
     def from_preset(cls, name: str, **overrides) -> BertConfig:
         if name not in PRESETS:
-            raise ValueError(f"Unknown preset {name!r}; available presets: {sorted(PRESETS)}")
+            raise UserError(f"Unknown preset {name!r}; available presets: {sorted(PRESETS)}")
         return dataclasses.replace(PRESETS[name], **overrides)
 
     # --- google-research/bert bert_config.json ----------------------------------------
@@ -145,7 +146,7 @@ class BertConfig:
     def from_google_dict(cls, data: dict[str, Any], source: str = "bert_config.json"):
         activation = data.get("hidden_act", "gelu")
         if activation not in _GOOGLE_TO_OURS:
-            raise ValueError(
+            raise UserError(
                 f"{source}: hidden_act {activation!r} is not one of {sorted(_GOOGLE_TO_OURS)}"
             )
         required = (
@@ -157,7 +158,7 @@ class BertConfig:
         )
         missing = [key for key in required if key not in data]
         if missing:
-            raise ValueError(f"{source}: missing required keys {missing}")
+            raise UserError(f"{source}: missing required keys {missing}")
         return cls(
             vocab_size=_json_int(data, "vocab_size", source),
             hidden_size=_json_int(data, "hidden_size", source),
@@ -205,16 +206,16 @@ class BertConfig:
     def from_hf_dict(cls, data: dict[str, Any], source: str = "config.json") -> BertConfig:
         model_type = data.get("model_type", "bert")
         if model_type != "bert":
-            raise ValueError(f"{source}: model_type is {model_type!r}, expected 'bert'")
+            raise UserError(f"{source}: model_type is {model_type!r}, expected 'bert'")
         position_type = data.get("position_embedding_type", "absolute")
         if position_type != "absolute":
-            raise ValueError(
+            raise UserError(
                 f"{source}: position_embedding_type {position_type!r} is not supported "
                 "(only 'absolute', as in BERT)"
             )
         activation = data.get("hidden_act", "gelu")
         if activation not in _HF_TO_OURS:
-            raise ValueError(
+            raise UserError(
                 f"{source}: hidden_act {activation!r} is not one of {sorted(_HF_TO_OURS)}"
             )
         google_like = dict(data)
@@ -263,7 +264,7 @@ def _json_int(data: dict[str, Any], key: str, source: str, default: Any = _REQUI
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"{source}: {key} must be an integer, got {value!r}")
+        raise UserError(f"{source}: {key} must be an integer, got {value!r}")
     return value
 
 
@@ -271,7 +272,7 @@ def _json_float(data: dict[str, Any], key: str, source: str, default: float) -> 
     """`data.get(key, default)` as a float; a non-number is an error naming the key."""
     value = data.get(key, default)
     if not _is_real(value):
-        raise ValueError(f"{source}: {key} must be a number, got {value!r}")
+        raise UserError(f"{source}: {key} must be a number, got {value!r}")
     return float(value)
 
 
@@ -280,9 +281,9 @@ def _read_json(path: str | os.PathLike) -> dict[str, Any]:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except json.JSONDecodeError as error:
-        raise ValueError(f"{os.fspath(path)}: not valid JSON ({error})") from error
+        raise UserError(f"{os.fspath(path)}: not valid JSON ({error})") from error
     if not isinstance(data, dict):
-        raise ValueError(f"{os.fspath(path)}: expected a JSON object at the top level")
+        raise UserError(f"{os.fspath(path)}: expected a JSON object at the top level")
     return data
 
 

@@ -18,6 +18,7 @@ from absl import flags, logging  # noqa: E402
 
 from keras_bert_zoo.tasks import feature_extraction  # noqa: E402
 from keras_bert_zoo.utils import cli  # noqa: E402
+from keras_bert_zoo.utils.errors import UserError
 
 _MODEL_DIR = flags.DEFINE_string(
     "model_dir", None, "Google or Hugging Face checkpoint directory (default: demo MiniLM)."
@@ -48,13 +49,13 @@ def main(argv):
         with open(_INPUT_FILE.value, encoding="utf-8") as f:
             sentences = [line.strip() for line in f if line.strip()]
         if not sentences:
-            raise ValueError(f"--input_file={_INPUT_FILE.value}: no non-empty lines")
+            raise UserError(f"--input_file={_INPUT_FILE.value}: no non-empty lines")
     else:
         sentences = DEFAULT_SENTENCES
     try:
         layers = tuple(int(layer) for layer in _LAYERS.value)
     except ValueError:
-        raise ValueError(f"--layers={','.join(_LAYERS.value)}: must be integers") from None
+        raise UserError(f"--layers={','.join(_LAYERS.value)}: must be integers") from None
 
     logging.info("Loading %s", model_dir)
     extractor = feature_extraction.FeatureExtractor.from_pretrained(

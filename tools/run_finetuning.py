@@ -21,7 +21,7 @@ Usage:
   python tools/run_finetuning.py --task=glue/mrpc --data_dir=glue_data/MRPC \
       --output_dir=/tmp/mrpc --mode=predict
   python tools/run_finetuning.py --mode=export --init_checkpoint=/tmp/mrpc \
-      --output_dir=/tmp/mrpc_hf --export_formats=huggingface
+      --output_dir=/tmp/mrpc_hf --checkpoint_layouts=huggingface
 """
 
 import importlib.util

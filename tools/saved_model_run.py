@@ -29,6 +29,7 @@ from absl import app, flags  # noqa: E402
 from keras_bert_zoo import serving  # noqa: E402
 from keras_bert_zoo.serving import client  # noqa: E402
 from keras_bert_zoo.utils import cli  # noqa: E402
+from keras_bert_zoo.utils.errors import UserError
 
 _SAVED_MODEL = flags.DEFINE_string(
     "saved_model",
@@ -64,12 +65,12 @@ def _inputs():
         with open(_INPUT_FILE.value, encoding="utf-8") as f:
             lines = [line.rstrip("\n") for line in f if line.strip("\n")]
         if len(lines) < 2:
-            raise ValueError(f"--input_file={_INPUT_FILE.value}: a header and rows needed")
+            raise UserError(f"--input_file={_INPUT_FILE.value}: a header and rows needed")
         header = lines[0].split("\t")
         for number, line in enumerate(lines[1:], start=2):
             cells = line.split("\t")
             if len(cells) != len(header):
-                raise ValueError(
+                raise UserError(
                     f"{_INPUT_FILE.value}:{number}: {len(cells)} columns, header has {len(header)}"
                 )
             for field, cell in zip(header, cells, strict=True):

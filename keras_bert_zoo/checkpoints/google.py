@@ -29,6 +29,7 @@ from keras_bert_zoo.checkpoints._files import TensorSource, copy_vocab
 from keras_bert_zoo.checkpoints.naming import CheckpointError, is_google_bookkeeping
 from keras_bert_zoo.config import BertConfig
 from keras_bert_zoo.utils.atomic import atomic_directory
+from keras_bert_zoo.utils.errors import UserError
 
 CONFIG_NAME = "bert_config.json"
 VOCAB_NAME = "vocab.txt"
@@ -178,7 +179,7 @@ def write_checkpoint(
         The checkpoint prefix inside `path`.
     """
     if not tensors:
-        raise ValueError("write_checkpoint: no tensors to write")
+        raise UserError("write_checkpoint: no tensors to write")
     names = sorted(tensors)
     with atomic_directory(path) as temp_dir:
         with tf.device("/cpu:0"):

@@ -34,6 +34,7 @@ from keras_bert_zoo.checkpoints.naming import (
 )
 from keras_bert_zoo.config import BertConfig
 from keras_bert_zoo.utils.atomic import atomic_directory, write_json_atomically
+from keras_bert_zoo.utils.errors import UserError
 
 CONFIG_NAME = "config.json"
 VOCAB_NAME = "vocab.txt"
@@ -290,7 +291,7 @@ def write_checkpoint(
     from safetensors.numpy import save_file
 
     if not tensors:
-        raise ValueError("write_checkpoint: no tensors to write")
+        raise UserError("write_checkpoint: no tensors to write")
     with atomic_directory(path) as temp_dir:
         save_file(
             {name: np.ascontiguousarray(array) for name, array in tensors.items()},

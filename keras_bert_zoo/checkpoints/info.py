@@ -10,6 +10,7 @@ from keras_bert_zoo.checkpoints._files import TensorSource
 from keras_bert_zoo.checkpoints.installed import resolve_installed_checkpoint
 from keras_bert_zoo.checkpoints.naming import GOOGLE, HUGGINGFACE, CheckpointError
 from keras_bert_zoo.config import BertConfig
+from keras_bert_zoo.utils.errors import UserError
 
 _FORMAT_ALIASES = {
     "google": GOOGLE,
@@ -21,7 +22,7 @@ _FORMAT_ALIASES = {
 
 def normalize_format(fmt) -> str:
     if fmt not in _FORMAT_ALIASES:
-        raise ValueError(f"format must be 'google' or 'huggingface', got {fmt!r}")
+        raise UserError(f"format must be 'google' or 'huggingface', got {fmt!r}")
     return _FORMAT_ALIASES[fmt]
 
 

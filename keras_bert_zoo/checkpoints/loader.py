@@ -44,6 +44,7 @@ from keras_bert_zoo.checkpoints.plan import (
 )
 from keras_bert_zoo.models import BertEncoder, BertPretrainer
 from keras_bert_zoo.text.vocab import load_vocab
+from keras_bert_zoo.utils.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ def _build_model(model, encoder, model_kwargs):
     if model == "pretrainer":
         return BertPretrainer(encoder, **model_kwargs)
     if isinstance(model, str):
-        raise ValueError(  # noqa: TRY004 - a wrong value, not a wrong type
+        raise UserError(  # noqa: TRY004 - a wrong value, not a wrong type
             f"model must be 'encoder', 'pretrainer', a task model class or a callable, "
             f"got {model!r}"
         )

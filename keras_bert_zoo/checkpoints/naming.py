@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from keras_bert_zoo.models.head_model import MASKED_LM, OUTPUT_DENSE, HeadCheckpointNames
+from keras_bert_zoo.utils.errors import UserError
 
 GOOGLE = "google"
 HUGGINGFACE = "huggingface"
@@ -50,7 +51,7 @@ ATTENTION_OUT = "attention_out"
 OUTPUT_WEIGHTS = "output_weights"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError):
     """A checkpoint cannot be read, or does not match the model it is loaded into."""
 
 
@@ -345,7 +346,7 @@ def apply_overrides(
     known = {w.name for w in names}
     unknown = sorted(set(overrides) - known)
     if unknown:
-        raise ValueError(
+        raise UserError(
             f"name_overrides keys must be canonical names of the model's weights; unknown: "
             f"{unknown}. Known: {sorted(known)}"
         )
@@ -361,7 +362,7 @@ def apply_overrides(
 
 def _check_format(fmt):
     if fmt not in FORMATS:
-        raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+        raise UserError(f"format must be one of {FORMATS}, got {fmt!r}")
 
 
 def _transposed_in(layout, fmt) -> bool:

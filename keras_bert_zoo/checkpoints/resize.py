@@ -22,6 +22,8 @@ import math
 
 import numpy as np
 
+from keras_bert_zoo.utils.errors import UserError
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["copy_pretraining_weights", "extend_position_embeddings"]
@@ -73,7 +75,7 @@ def copy_pretraining_weights(source, target) -> None:
     old = [v for v in source.weights if not _is_seed_state(v)]
     new = [v for v in into.weights if not _is_seed_state(v)]
     if len(old) != len(new):
-        raise ValueError(
+        raise UserError(
             f"The checkpoint's model has {len(old)} weights, this one {len(new)}: another "
             "architecture (check --bert_config_file / --preset against --init_checkpoint)"
         )
@@ -88,7 +90,7 @@ def copy_pretraining_weights(source, target) -> None:
                 and value.shape[0] < new_variable.shape[0]
             )
             if not extendable:
-                raise ValueError(
+                raise UserError(
                     f"--init_checkpoint weight {old_variable.path} has shape {value.shape}, "
                     f"this model's {new_variable.path} {tuple(new_variable.shape)}: another "
                     "architecture (check --bert_config_file / --preset)"

@@ -35,6 +35,7 @@ from typing import Any
 import tensorflow as tf
 
 from keras_bert_zoo.inputs import INPUT_MASK
+from keras_bert_zoo.utils.errors import UserError
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -60,7 +61,7 @@ def list_files(file_patterns: FilePatterns) -> list[str]:
     for pattern in patterns:
         matched = tf.io.gfile.glob(pattern)
         if not matched:
-            raise ValueError(f"No files match {pattern!r}.")
+            raise UserError(f"No files match {pattern!r}.")
         files.update(matched)
     return sorted(files)
 
@@ -283,7 +284,7 @@ def tfds_dataset(
     )
     if mode == "records":
         if shuffle:
-            raise ValueError(
+            raise UserError(
                 f"Split {split!r} has {num_files} file(s) for {n} input pipelines, so records "
                 "are sharded, which needs the same file order on every pipeline: use "
                 "shuffle=False and shuffle records with make_plain_batches(shuffle_buffer=...)."
@@ -314,7 +315,7 @@ def _find_mask(element: Any, mask_key: str) -> tf.Tensor | None:
 def _sequence_lengths(element: Any, mask_key: str) -> tf.Tensor:
     mask = _find_mask(element, mask_key)
     if mask is None:
-        raise ValueError(
+        raise UserError(
             f"Dynamic padding and bucketing need a {mask_key!r} feature in the "
             "preprocessed element (or pass length_fn)."
         )
@@ -334,7 +335,7 @@ def trim_to_longest(
     """
     mask = _find_mask(element, mask_key)
     if mask is None:
-        raise ValueError(f"No {mask_key!r} feature to trim by.")
+        raise UserError(f"No {mask_key!r} feature to trim by.")
     axis = mask.shape.rank - 1
     seq_dim = mask.shape[axis]
     if length is None:
@@ -485,10 +486,10 @@ def make_bucketed_batches(
     """
     boundaries = [int(b) for b in bucket_boundaries]
     if boundaries != sorted(set(boundaries)):
-        raise ValueError(f"bucket_boundaries must increase strictly: {boundaries}")
+        raise UserError(f"bucket_boundaries must increase strictly: {boundaries}")
     sizes = list(bucket_batch_sizes or [batch_size] * (len(boundaries) + 1))
     if len(sizes) != len(boundaries) + 1:
-        raise ValueError("bucket_batch_sizes needs len(bucket_boundaries) + 1 entries.")
+        raise UserError("bucket_batch_sizes needs len(bucket_boundaries) + 1 entries.")
 
     def parallel_map(d, fn):
         return d.map(fn, num_parallel_calls=num_parallel_calls, deterministic=deterministic)
@@ -534,7 +535,7 @@ def _batches(dataset, preprocess_fn=None, batch_size=32, *, bucket_boundaries=No
             kwargs.pop(key, None)
         return make_plain_batches(dataset, preprocess_fn, batch_size, **kwargs)
     if kwargs.pop("pad_to_longest", False):
-        raise ValueError("Use either bucket_boundaries or pad_to_longest, not both.")
+        raise UserError("Use either bucket_boundaries or pad_to_longest, not both.")
     return make_bucketed_batches(
         dataset, preprocess_fn, batch_size, bucket_boundaries=bucket_boundaries, **kwargs
     )

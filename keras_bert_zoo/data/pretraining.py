@@ -31,6 +31,7 @@ import tensorflow as tf
 from keras_bert_zoo.data import pipeline
 from keras_bert_zoo.inputs import ENCODER_INPUT_NAMES, INPUT_MASK, INPUT_TYPE_IDS, INPUT_WORD_IDS
 from keras_bert_zoo.utils.atomic import atomic_path
+from keras_bert_zoo.utils.errors import UserError
 
 __all__ = [
     "ORIGINAL_TO_MODEL_NAMES",
@@ -143,16 +144,16 @@ def make_pretraining_example(
     segment_ids = [int(x) for x in instance["segment_ids"]]
     input_mask = [int(x) for x in instance.get("input_mask", [1] * len(input_ids))]
     if not len(input_ids) == len(segment_ids) == len(input_mask):
-        raise ValueError("input_ids, segment_ids and input_mask differ in length.")
+        raise UserError("input_ids, segment_ids and input_mask differ in length.")
     if len(input_ids) > max_seq_length:
-        raise ValueError(f"{len(input_ids)} tokens exceed max_seq_length={max_seq_length}.")
+        raise UserError(f"{len(input_ids)} tokens exceed max_seq_length={max_seq_length}.")
     positions = [int(x) for x in instance["masked_lm_positions"]]
     ids = [int(x) for x in instance["masked_lm_ids"]]
     weights = [float(x) for x in instance.get("masked_lm_weights", [1.0] * len(ids))]
     if not len(positions) == len(ids) == len(weights):
-        raise ValueError("masked_lm_positions, masked_lm_ids and masked_lm_weights differ.")
+        raise UserError("masked_lm_positions, masked_lm_ids and masked_lm_weights differ.")
     if len(positions) > max_predictions_per_seq:
-        raise ValueError(
+        raise UserError(
             f"{len(positions)} predictions exceed max_predictions_per_seq="
             f"{max_predictions_per_seq}."
         )

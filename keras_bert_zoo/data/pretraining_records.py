@@ -29,6 +29,8 @@ import logging
 import os
 from collections.abc import Sequence
 
+from keras_bert_zoo.utils.errors import UserError
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -85,14 +87,14 @@ def list_input_files(patterns: str | None, flag: str) -> list[str]:
     from keras_bert_zoo.data import pipeline
 
     if not patterns or not any(part.strip() for part in patterns.split(",")):
-        raise ValueError(f"--{flag} is empty: give one or more comma-separated globs")
+        raise UserError(f"--{flag} is empty: give one or more comma-separated globs")
     try:
         files = pipeline.list_files(patterns)
     except ValueError as error:
         raise FileNotFoundError(f"--{flag}={patterns}: {error}") from None
     directories = [path for path in files if os.path.isdir(path)]
     if directories:
-        raise ValueError(f"--{flag}={patterns} matches directories, not files: {directories}")
+        raise UserError(f"--{flag}={patterns} matches directories, not files: {directories}")
     return files
 
 
@@ -105,7 +107,7 @@ def list_text_files(patterns: str | None, flag: str) -> list[str]:
     """
     files = list_input_files(patterns, flag)
     if all(os.path.getsize(path) == 0 for path in files):
-        raise ValueError(f"--{flag}={patterns}: every file is empty: {files}")
+        raise UserError(f"--{flag}={patterns}: every file is empty: {files}")
     return files
 
 
@@ -117,7 +119,7 @@ def _first_record_lengths(path: str, flag: str) -> tuple[int, int] | None:
     try:
         first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
     except tf.errors.OpError as error:
-        raise ValueError(
+        raise UserError(
             f"--{flag}: {path} is not a readable TFRecord file "
             f"({type(error).__name__}: {error.message.strip().splitlines()[0]})"
         ) from None
@@ -131,12 +133,12 @@ def _first_record_lengths(path: str, flag: str) -> tuple[int, int] | None:
         )
         missing = [name for name in _OTHER_FEATURES if name not in feature]
     except Exception as error:  # noqa: BLE001 - any decoding failure means "not ours"
-        raise ValueError(
+        raise UserError(
             f"--{flag}: {path} does not hold tf.train.Example pretraining records "
             f"({type(error).__name__}: {error})"
         ) from None
     if missing or shape[0] == 0 or "next_sentence_labels" not in feature:
-        raise ValueError(
+        raise UserError(
             f"--{flag}: the first record of {path} is not a pretraining record (features "
             f"{sorted(feature)}; expected {_EXPECTED})"
         )
@@ -175,20 +177,20 @@ def inspect_records(
         else:
             lengths.setdefault(shape, path)
     if not lengths:
-        raise ValueError(f"--{flag}={patterns}: the {len(files)} file(s) hold no record: {files}")
+        raise UserError(f"--{flag}={patterns}: the {len(files)} file(s) hold no record: {files}")
     if len(lengths) > 1:
         described = "; ".join(
             f"{path}: max_seq_length={s}, max_predictions_per_seq={p}"
             for (s, p), path in lengths.items()
         )
-        raise ValueError(f"--{flag}: the files hold records of different lengths ({described})")
+        raise UserError(f"--{flag}: the files hold records of different lengths ({described})")
     (found_seq, found_predictions), path = next(iter(lengths.items()))
     for name, given, found in (
         ("max_seq_length", max_seq_length, found_seq),
         ("max_predictions_per_seq", max_predictions_per_seq, found_predictions),
     ):
         if given is not None and given != found:
-            raise ValueError(
+            raise UserError(
                 f"--{name}={given}, but the records of --{flag} ({path}) have {name}={found}"
             )
     if empty:
@@ -210,7 +212,7 @@ def diagnose_records(
     try:
         verify_pretraining_records(list(files), max_seq_length, max_predictions_per_seq)
     except ValueError as error:
-        raise ValueError(f"--{flag}: {error}") from None
+        raise UserError(f"--{flag}: {error}") from None
 
 
 def verify_pretraining_records(
@@ -250,7 +252,7 @@ def verify_pretraining_records(
                         try:
                             tf.io.parse_single_example(record, spec)
                         except tf.errors.InvalidArgumentError as e:
-                            raise ValueError(
+                            raise UserError(
                                 f"{path}: record {count + offset} does not match the "
                                 f"pretraining spec (max_seq_length={max_seq_length}, "
                                 f"max_predictions_per_seq={max_predictions_per_seq}): "
@@ -258,7 +260,7 @@ def verify_pretraining_records(
                             ) from None
                 count += int(batch.shape[0])
         except tf.errors.DataLossError as e:
-            raise ValueError(
+            raise UserError(
                 f"{path}: damaged TFRecord file after {count} readable records "
                 f"({e.message.splitlines()[0]})"
             ) from None

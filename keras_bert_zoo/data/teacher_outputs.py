@@ -37,6 +37,7 @@ import tensorflow as tf
 
 from keras_bert_zoo.inputs import TEACHER_OUTPUTS
 from keras_bert_zoo.utils.atomic import atomic_path, write_json_atomically
+from keras_bert_zoo.utils.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ class TeacherOutputsCache:
                     last_log = now
                     _log_progress(digest.rows, num_rows, now - start)
         if shapes is None:
-            raise ValueError("no training features to compute the teacher's outputs on")
+            raise UserError("no training features to compute the teacher's outputs on")
         meta = {
             "rows": digest.rows,
             "outputs": shapes,

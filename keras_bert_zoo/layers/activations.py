@@ -7,6 +7,8 @@ saved model keeps the exact-versus-tanh GELU distinction without serializing fun
 
 import keras
 
+from keras_bert_zoo.utils.errors import UserError
+
 
 def _in_float32(activation):
     """`activation` computed in float32 for 16-bit inputs, its result cast back.
@@ -51,7 +53,7 @@ _FUSABLE_ACTIVATIONS = {
 def check_activation(name: str, field: str = "activation") -> str:
     """Returns `name` if it is one of `ACTIVATION_NAMES`; raises a ValueError naming `field`."""
     if name not in _ACTIVATIONS:
-        raise ValueError(f"{field} must be one of {ACTIVATION_NAMES}, got {name!r}")
+        raise UserError(f"{field} must be one of {ACTIVATION_NAMES}, got {name!r}")
     return name
 
 

@@ -7,6 +7,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_bert_zoo.layers._arguments import constructor_arguments
+from keras_bert_zoo.utils.errors import UserError
 
 # Added to the scores of padded keys. Large enough that exp() underflows to exactly 0 in
 # float32, small enough that a row whose keys are all padding still gives finite numbers.
@@ -38,7 +39,7 @@ def attention_head_size(hidden_size: int, num_heads: int, owner: str = "") -> in
     """Width of each of `num_heads` heads splitting `hidden_size`; a ValueError if
     they do not divide (its message starts with `owner`, e.g. `"BertConfig."`)."""
     if hidden_size % num_heads:
-        raise ValueError(
+        raise UserError(
             f"{owner}hidden_size ({hidden_size}) must be divisible by num_heads ({num_heads})"
         )
     return hidden_size // num_heads

@@ -48,6 +48,7 @@ import keras
 import tensorflow as tf
 
 from keras_bert_zoo.inputs import INPUT_MASK, INPUT_TYPE_IDS, INPUT_WORD_IDS, TEACHER_OUTPUTS
+from keras_bert_zoo.utils.errors import UserError
 
 # Soft-target kinds (tasks.base declares the same names for the tasks' outputs).
 CLASSES = "classes"
@@ -92,9 +93,9 @@ class SoftTargetLoss(keras.losses.Loss):
 
     def __init__(self, kind: str, temperature: float = 1.0, name: str | None = None, **kwargs):
         if kind not in KINDS:
-            raise ValueError(f"soft target kind {kind!r} is not one of {KINDS}")
+            raise UserError(f"soft target kind {kind!r} is not one of {KINDS}")
         if not temperature > 0:
-            raise ValueError(f"temperature must be positive, got {temperature}")
+            raise UserError(f"temperature must be positive, got {temperature}")
         kwargs.setdefault("reduction", "mean_with_sample_weight")
         super().__init__(name=name or f"soft_{kind}_loss", **kwargs)
         self.kind = kind
@@ -184,7 +185,7 @@ def evenly_spaced_layers(num_teacher_layers: int, count: int) -> list[int]:
     """`count` of `num_teacher_layers` blocks, from the first, evenly spaced: 3 of 6 is
     `[0, 2, 4]` (DistilBERT's every other layer), 2 of 6 is `[0, 3]`."""
     if not 1 <= count <= num_teacher_layers:
-        raise ValueError(f"a student of {count} layers from a {num_teacher_layers}-layer teacher")
+        raise UserError(f"a student of {count} layers from a {num_teacher_layers}-layer teacher")
     return [index * num_teacher_layers // count for index in range(count)]
 
 
@@ -213,7 +214,7 @@ def layer_subset_student(teacher, layers: Sequence[int], build_model: Callable):
     num_layers = len(encoder.transformer_layers)
     bad = [index for index in layers if not 0 <= index < num_layers]
     if bad or not layers:
-        raise ValueError(
+        raise UserError(
             f"--student_layers={','.join(map(str, layers))}: the teacher has blocks 0 to "
             f"{num_layers - 1}"
         )
@@ -240,7 +241,7 @@ def copy_weights(teacher, student, layers: Sequence[int]) -> None:
         if layer is target or not layer.weights:
             continue
         if layer.name not in teacher_heads:
-            raise ValueError(f"the teacher has no layer {layer.name!r} for the student's head")
+            raise UserError(f"the teacher has no layer {layer.name!r} for the student's head")
         layer.set_weights(teacher_heads[layer.name].get_weights())
 
 
@@ -323,9 +324,9 @@ class TaskDistiller(keras.Model):
         }
         for name, value in weights.items():
             if value < 0:
-                raise ValueError(f"--{name} must be >= 0, got {value}")
+                raise UserError(f"--{name} must be >= 0, got {value}")
         if not any(weights.values()):
-            raise ValueError(f"every loss weight is 0 ({', '.join(weights)}): nothing to train")
+            raise UserError(f"every loss weight is 0 ({', '.join(weights)}): nothing to train")
         # Not tracked (object.__setattr__): the teacher is frozen and already on disk.
         teacher.trainable = False
         object.__setattr__(self, "teacher", teacher)
@@ -351,7 +352,7 @@ class TaskDistiller(keras.Model):
             ]
             for s, t in self.layer_map:
                 if not (0 <= s < student_layers and 0 <= t < teacher_layers):
-                    raise ValueError(
+                    raise UserError(
                         f"--layer_map pair {s}:{t}: the student has blocks 0 to "
                         f"{student_layers - 1}, the teacher 0 to {teacher_layers - 1}"
                     )
@@ -391,7 +392,7 @@ class TaskDistiller(keras.Model):
         mask = x[INPUT_MASK]
         cached = x.get(TEACHER_OUTPUTS) if isinstance(x, dict) else None
         if cached is not None and self.uses_blocks:
-            raise ValueError(
+            raise UserError(
                 "cached teacher outputs hold no blocks: the hidden-state and attention "
                 "terms need the teacher in the step"
             )

@@ -15,6 +15,7 @@ from keras_bert_zoo.inputs import (
 )
 from keras_bert_zoo.layers.token_layout import TokenLayout
 from keras_bert_zoo.models.encoder import BertEncoder
+from keras_bert_zoo.utils.errors import UserError
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -77,7 +78,7 @@ class PaddingFreeEncoder(keras.Model):
 
     def __init__(self, encoder, token_bucket: int = 64, jit_compile: bool = True, **kwargs):
         if int(token_bucket) < 1:
-            raise ValueError(f"token_bucket must be >= 1, got {token_bucket}")
+            raise UserError(f"token_bucket must be >= 1, got {token_bucket}")
         super().__init__(**kwargs)
         # === Layers ===
         self.encoder = encoder
@@ -102,11 +103,11 @@ class PaddingFreeEncoder(keras.Model):
         tensors = {name: tf.cast(inputs[name], tf.int32) for name in ENCODER_INPUT_NAMES}
         shapes = {name: tuple(tensor.shape) for name, tensor in tensors.items()}
         if len(set(shapes.values())) != 1 or len(shapes[INPUT_MASK]) != 2:
-            raise ValueError(f"inputs must all be [batch, seq_len]; got shapes {shapes}")
+            raise UserError(f"inputs must all be [batch, seq_len]; got shapes {shapes}")
         seq_len = shapes[INPUT_MASK][1]
         if seq_len is not None and seq_len > self.encoder.max_position_embeddings:
             # Under XLA an out-of-range position would be clamped, not reported.
-            raise ValueError(
+            raise UserError(
                 f"input_word_ids has {seq_len} positions, more than the encoder's "
                 f"max_position_embeddings ({self.encoder.max_position_embeddings})"
             )

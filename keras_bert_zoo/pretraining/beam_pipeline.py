@@ -45,11 +45,16 @@ without it the import raises ``BeamNotInstalledError``, a one-line message sayin
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import importlib
 import itertools
 import json
+import logging as python_logging
 import os
+import re
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -59,26 +64,59 @@ from typing import NamedTuple
 from absl import logging
 
 from keras_bert_zoo.pretraining import corpus, creator, writer
+from keras_bert_zoo.utils.errors import UserError
 
 
-class BeamNotInstalledError(ImportError, ValueError):
-    """Apache Beam is missing: an ImportError, and a ValueError so that the tools end
+class BeamNotInstalledError(ImportError, UserError):
+    """Apache Beam is missing: an ImportError, and a UserError so that the tools end
     with its one-line message (keras_bert_zoo.utils.cli) rather than a traceback."""
 
 
+def _beam_logs_wanted() -> bool:
+    """Beam's own log lines are shown with --verbosity=1 (absl's debug level) or more."""
+    return logging.get_verbosity() >= logging.DEBUG
+
+
+class _DropBeamRecords(python_logging.Filter):
+    """Drops the records that Beam's modules log on the root logger."""
+
+    def filter(self, record: python_logging.LogRecord) -> bool:
+        return f"{os.sep}apache_beam{os.sep}" not in record.pathname
+
+
+@contextlib.contextmanager
+def _quiet_beam_import():
+    """Beam's import logs two notices about its Google Cloud connectors (apitools
+    missing, no BigQuery storage client), which this pipeline does not use: dropped
+    unless --verbosity=1 asks for Beam's logs."""
+    if _beam_logs_wanted():
+        yield
+        return
+    root, beam_logger = python_logging.getLogger(), python_logging.getLogger("apache_beam")
+    drop, level = _DropBeamRecords(), beam_logger.level
+    root.addFilter(drop)  # the apitools notice is logged on the root logger
+    beam_logger.setLevel(python_logging.ERROR)
+    try:
+        yield
+    finally:
+        root.removeFilter(drop)
+        beam_logger.setLevel(level)
+
+
 try:
-    import apache_beam as beam
-    from apache_beam.io.filesystem import CompressionTypes
-    from apache_beam.io.filesystems import FileSystems
-    from apache_beam.metrics import Metrics
-    from apache_beam.metrics.metric import MetricsFilter
-    from apache_beam.options.pipeline_options import (
-        DirectOptions,
-        PipelineOptions,
-        StandardOptions,
-        WorkerOptions,
-    )
-    from apache_beam.runners.runner import PipelineState
+    with _quiet_beam_import():
+        import apache_beam as beam
+        from apache_beam.io.filesystem import CompressionTypes
+        from apache_beam.io.filesystems import FileSystems
+        from apache_beam.metrics import Metrics
+        from apache_beam.metrics.metric import MetricsFilter
+        from apache_beam.options.pipeline_options import (
+            DirectOptions,
+            PipelineOptions,
+            StandardOptions,
+            WorkerOptions,
+        )
+        from apache_beam.runners.runner import PipelineState
 except ImportError as error:
     raise BeamNotInstalledError(
         f"--engine=beam needs Apache Beam ({error}): pip install 'keras_bert_zoo[beam]' "
@@ -391,20 +429,34 @@ def pipeline_options(args: Sequence[str] | PipelineOptions = ()) -> PipelineOpti
 
     Unlike ``PipelineOptions(args)``, which drops what it does not know with a
     warning, an unknown option is an error: a misspelt ``--temp_location`` would
-    otherwise surface only on the cluster. Worker processes log warnings and errors
-    only, unless ``--default_sdk_harness_log_level`` says otherwise.
+    otherwise surface only on the cluster; a bad value of a known option is one line
+    too (not argparse's usage). Worker processes log warnings and errors only, unless
+    ``--default_sdk_harness_log_level`` says otherwise.
 
     Raises:
-        ValueError: naming the arguments Beam does not know.
+        UserError: naming the arguments Beam does not know, or the option whose value
+            it refuses.
     """
     if isinstance(args, PipelineOptions):
         return args
     args = list(args)
     parsers = []
-    PipelineOptions(args).get_all_options(add_extra_args_fn=parsers.append)
+
+    def refuse(message: str):
+        # argparse would print Beam's whole usage (150 lines) and exit with status 2.
+        raise UserError(
+            f"Beam pipeline option {message.removeprefix('argument ')} (Beam's options: "
+            "python -m apache_beam.options.pipeline_options --help)"
+        )
+
+    def keep_parser(parser):
+        parser.error = refuse
+        parsers.append(parser)
+
+    PipelineOptions(args).get_all_options(add_extra_args_fn=keep_parser)
     _, unknown = parsers[0].parse_known_args(args)
     if unknown:
-        raise ValueError(
+        raise UserError(
             f"Unknown Beam pipeline option(s) {unknown} (Beam's options: "
             "python -m apache_beam.options.pipeline_options --help)"
         )
@@ -413,31 +465,62 @@ def pipeline_options(args: Sequence[str] | PipelineOptions = ()) -> PipelineOpti
     return PipelineOptions(args)
 
 
-def _runner(options: PipelineOptions):
-    """The runner the options name; for the DirectRunner, one that never tries Prism.
+_DIRECT_RUNNERS = ("DirectRunner", "SwitchingDirectRunner")
+# Beam's runners by their short names, which Beam matches case-insensitively, with or
+# without the "Runner" suffix (apache_beam.runners.runner.create_runner).
+_KNOWN_RUNNERS = {path.rsplit(".", 1)[1]: path for path in StandardOptions.ALL_KNOWN_RUNNERS}
+_RUNNER_EXTRAS = {"DataflowRunner": "apache-beam[gcp]==2.77.0"}
 
-    Beam 2.77's DirectRunner first tries its Prism runner, which downloads a Go binary
-    from GitHub at run time (a tool here uses no network while it runs) and runs the
-    pipeline there, with neither `--direct_running_mode` nor `--direct_num_workers`;
-    without network it falls back after the failed download. `is_interactive()` is the
-    one switch that skips Prism and leaves the rest of the DirectRunner's choice as it is
-    (Beam's FnApiRunner, which the direct_* options configure).
+
+def _resolve_runner(options: PipelineOptions) -> tuple[str, object | None]:
+    """(the runner's name, the runner to run on, or None for Beam to make it by name).
+
+    Any spelling Beam accepts of the DirectRunner (``direct``, ``Direct``,
+    ``directrunner``, none at all) runs on the in-process DirectRunner that never tries
+    Prism: Beam 2.77's DirectRunner first tries its Prism runner, which downloads a Go
+    binary from GitHub at run time (a tool here uses no network while it runs), runs the
+    pipeline there with neither `--direct_running_mode` nor `--direct_num_workers`, and
+    leaves `beam-temp` behind. `is_interactive()` is the one switch that skips Prism and
+    leaves the rest of the DirectRunner's choice as it is (Beam's FnApiRunner, which the
+    direct_* options configure).
+
+    Raises:
+        UserError: a runner name Beam does not know, or a runner whose package is not
+            installed (one line each, before anything runs).
     """
     runner = options.view_as(StandardOptions).runner
-    if runner in (None, "DirectRunner", "SwitchingDirectRunner"):
+    if runner is not None and not isinstance(runner, str):
+        return type(runner).__name__, runner  # a runner object (the Python API)
+    given = runner or "DirectRunner"
+    by_lower_name = {name.lower(): name for name in _KNOWN_RUNNERS}
+    name = by_lower_name.get(given.lower(), by_lower_name.get(given.lower() + "runner"))
+    if name is None:
+        if "." in given:
+            return given.rsplit(".", 1)[1], None  # a class's qualified name: Beam imports it
+        raise UserError(
+            f"--runner={given}: not a Beam runner (Beam's runners: "
+            f"{', '.join(sorted(_KNOWN_RUNNERS))}, or a runner class's qualified name)"
+        )
+    if name in _DIRECT_RUNNERS:
         from apache_beam.runners.direct.direct_runner import SwitchingDirectRunner
 
         direct = SwitchingDirectRunner()
         direct.is_interactive()
-        return direct
-    return None  # Beam resolves the name
+        return "DirectRunner", direct
+    try:
+        importlib.import_module(_KNOWN_RUNNERS[name].rsplit(".", 1)[0])
+    except ImportError as error:
+        extra = _RUNNER_EXTRAS.get(name)
+        raise UserError(
+            f"--runner={given}: Beam's {name} cannot be imported ({error})"
+            + (f": pip install '{extra}'" if extra else "")
+        ) from error
+    return name, None
 
 
-def _describe_runner(options: PipelineOptions) -> tuple[str, bool]:
+def _describe_runner(options: PipelineOptions, runner_name: str) -> tuple[str, bool]:
     """(how the run is described in the summary, whether a worker process is one core's)."""
-    runner = options.view_as(StandardOptions).runner or "DirectRunner"
-    runner_name = runner if isinstance(runner, str) else type(runner).__name__
-    if runner_name in ("DirectRunner", "SwitchingDirectRunner", "BundleBasedDirectRunner"):
+    if runner_name in (*_DIRECT_RUNNERS, "BundleBasedDirectRunner"):
         direct = options.view_as(DirectOptions)
         mode = direct.direct_running_mode or "in_memory"
         workers = direct.direct_num_workers
@@ -445,6 +528,73 @@ def _describe_runner(options: PipelineOptions) -> tuple[str, bool]:
         return f"on Beam's DirectRunner ({mode}, {workers} worker(s))", mode == "multi_processing"
     workers = options.view_as(WorkerOptions).num_workers
     return f"on Beam's {runner_name}" + (f" ({workers} workers)" if workers else ""), True
+
+
+# A pipeline that failed on its input: the input's error as a worker raised it (on
+# runners with worker processes, inside the text of the runner's own error).
+_CORPUS_ERROR = re.compile(r"keras_bert_zoo\.pretraining\.corpus\.CorpusError: ([^\n]+)")
+_WHILE_RUNNING = re.compile(r" \[while running '[^\n]*?'\]")
+
+
+def _input_error(error: BaseException) -> corpus.CorpusError | None:
+    """The one-line ``CorpusError`` a failed pipeline ended on (a truncated ``.bz2``,
+    malformed XML: what only reading finds), or None for any other failure."""
+    if isinstance(error, corpus.CorpusError):
+        message = str(error)
+    else:
+        found = _CORPUS_ERROR.findall(str(error))
+        if not found:
+            return None
+        message = found[-1]
+    return corpus.CorpusError(_WHILE_RUNNING.sub("", message).strip())
+
+
+@contextlib.contextmanager
+def _quiet_run(options: PipelineOptions, runner_name: str):
+    """Runs the pipeline without Beam's log lines (shown with --verbosity=1).
+
+    Beam logs a failing step's traceback (in every worker, and again in the launching
+    process) before the pipeline's own error, and the DirectRunner's worker processes
+    (`multi_processing`) write Beam's start-up notices to the terminal. Here Beam's
+    loggers are silenced, and those workers' output goes to a temporary file that is
+    shown only when the pipeline fails for another reason than its input (a bug: all
+    of it may matter). The input's error itself becomes one line (`_input_error`).
+    """
+    if _beam_logs_wanted():
+        yield
+        return
+    mode = options.view_as(DirectOptions).direct_running_mode
+    capture = runner_name in _DIRECT_RUNNERS and mode == "multi_processing"
+    beam_logger = python_logging.getLogger("apache_beam")
+    level = beam_logger.level
+    beam_logger.setLevel(python_logging.CRITICAL)
+    try:
+        with tempfile.TemporaryFile() as workers_log:
+            try:
+                with _stderr_to(workers_log) if capture else contextlib.nullcontext():
+                    yield
+            except Exception as error:
+                if capture and _input_error(error) is None:
+                    workers_log.seek(0)
+                    sys.stderr.write(workers_log.read().decode("utf-8", "replace"))
+                raise
+    finally:
+        beam_logger.setLevel(level)
+
+
+@contextlib.contextmanager
+def _stderr_to(file):
+    """File descriptor 2 (this process's stderr, which child processes inherit) points
+    to `file` until the block ends."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(file.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _wait(result, progress_interval: float):
@@ -553,7 +703,10 @@ def create_pretraining_data_on_beam(
     """Creates pretraining TFRecords with an Apache Beam pipeline (see the module doc).
 
     Everything is checked before the pipeline starts (inputs, vocabulary, settings,
-    pipeline options, outputs that exist); nothing is written before.
+    pipeline options and runner, outputs that exist); nothing is written before. What
+    only reading finds (a truncated ``.bz2``, malformed XML) ends the pipeline with the
+    input's one-line ``CorpusError``, as in the local creator; Beam's own log lines are
+    shown with ``--verbosity=1`` only.
 
     Args:
         input_file: comma-separated glob patterns (or a list of them): text files or
@@ -579,19 +732,28 @@ def create_pretraining_data_on_beam(
     """
     start = time.monotonic()
     options = pipeline_options(pipeline_args)
+    runner_name, runner = _resolve_runner(options)
     plan = creator.plan_creation(input_file, output_file, config)
     _refuse_existing(plan)
     vocabulary = _read_vocabulary(config.vocab_file)
-    engine, one_thread = _describe_runner(options)
+    creator.log_inputs(plan)
+    engine, one_thread = _describe_runner(options, runner_name)
     run_id = uuid.uuid4().hex
     work_dir = _temporary_name(plan.output_files[0] + ".chunks", run_id)
     temporary_paths = [_temporary_name(path, run_id) for path in plan.output_files]
-    pipeline = beam.Pipeline(runner=_runner(options), options=options)
+    pipeline = beam.Pipeline(runner=runner, options=options)
     _build(pipeline, plan, config, vocabulary, work_dir, temporary_paths, one_thread)
     logging.info("Running the pipeline %s", engine)
     try:
-        result = pipeline.run()
-        state = _wait(result, progress_interval)
+        try:
+            with _quiet_run(options, runner_name):
+                result = pipeline.run()
+                state = _wait(result, progress_interval)
+        except Exception as error:
+            input_error = _input_error(error)
+            if input_error is not None:
+                raise input_error from error
+            raise
         if state != PipelineState.DONE:
             raise RuntimeError(f"The Beam pipeline ended in state {state}")
         with corpus.open_binary(FileSystems.join(work_dir, "totals.json")) as f:

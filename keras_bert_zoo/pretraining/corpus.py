@@ -10,8 +10,14 @@ the file name:
   in the worker processes (``wikitext.wikitext_to_sentences``).
 
 Compression is detected by magic bytes too: bzip2 (``.bz2``, Wikipedia's dumps),
-gzip and xz are read as streams. Everything is read lazily: memory holds one document
-(plain text) or one page (dumps) at a time, never the corpus.
+gzip and xz are read as streams. The text is UTF-8, or UTF-16 when the (decompressed)
+file starts with a byte-order mark (``FF FE`` or ``FE FF``). Everything is read
+lazily: memory holds one document (plain text) or one page (dumps) at a time, never
+the corpus.
+
+``iter_sentences`` gives the sentences of every input, whatever its format (a text
+file's lines, a dump's articles cleaned and split by ``wikitext``): what
+``tools/build_vocab.py`` learns a vocabulary from, read as the record creator reads it.
 
 Paths are local, or URLs of any filesystem Apache Beam reads (``gs://``, ``s3://``,
 ``hdfs://``, ...), read through ``apache_beam.io.filesystems`` (the ``beam`` extra).
@@ -21,7 +27,8 @@ Bad input:
 * a pattern that matches no file, an empty file list: ``CorpusError`` naming the
   pattern;
 * a binary file (NUL bytes in its first 64 KiB) or a zstd/zip/gzip-in-disguise the
-  reader cannot decompress: ``CorpusError`` naming the file;
+  reader cannot decompress: ``CorpusError`` naming the file; UTF-16 without a
+  byte-order mark and UTF-32 are refused with a message that says so;
 * invalid UTF-8 in a text file: the bytes are dropped (as the original's
   ``convert_to_unicode(..., errors="ignore")`` does), the lines are counted and the
   first few are logged with their file and line number;
@@ -34,6 +41,7 @@ Bad input:
 from __future__ import annotations
 
 import bz2
+import codecs
 import dataclasses
 import glob
 import gzip
@@ -46,16 +54,20 @@ from collections.abc import Iterator
 
 from absl import logging
 
+from keras_bert_zoo.utils.errors import UserError
+
 __all__ = [
     "CorpusError",
     "CorpusStats",
     "InputFile",
     "RawDocument",
+    "document_sentences",
     "expand_input_files",
     "is_url",
     "iter_documents",
     "iter_file_documents",
     "iter_mediawiki_pages",
+    "iter_sentences",
     "iter_text_documents",
     "open_binary",
     "sniff_input_file",
@@ -67,7 +79,7 @@ _SNIFF_BYTES = 64 * 1024
 _LOGGED_PROBLEMS = 5
 
 
-class CorpusError(ValueError):
+class CorpusError(UserError):
     """Input that cannot be read; the message names the file (and line)."""
 
 
@@ -96,6 +108,7 @@ class InputFile:
     format: str  # TEXT or MEDIAWIKI
     compression: str | None  # "bz2", "gzip", "xz" or None
     size: int
+    encoding: str = "utf-8"  # or "utf-16" (a byte-order mark says which byte order)
 
 
 @dataclasses.dataclass
@@ -186,7 +199,7 @@ def expand_input_files(patterns: str | list[str]) -> list[str]:
     for pattern in patterns:
         matched = [path for path, _ in _match(pattern)]
         if not matched:
-            raise CorpusError(f"Input pattern {pattern!r} matches no file")
+            raise CorpusError(f"No file matches the input pattern {pattern!r}")
         for path in matched:
             if path not in seen:
                 seen.add(path)
@@ -218,12 +231,38 @@ def _decompressed(raw, compression: str | None):
 _XML_PROLOG = re.compile(
     rb"\A(?:\xef\xbb\xbf)?\s*(?:<\?xml[^>]*\?>\s*)?(?:<!--.*?-->\s*)*<mediawiki[\s>]", re.S
 )
+_UTF32_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)
+_UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+
+
+def _encoding_of(path: str, head: bytes) -> str:
+    """The text encoding of a (decompressed) file from its first bytes: "utf-16" when a
+    UTF-16 byte-order mark starts it, else "utf-8"; UTF-32 and UTF-16 without the mark
+    are refused in words that name them (rather than "looks binary")."""
+    if head.startswith(_UTF32_BOMS):
+        raise CorpusError(
+            f"{path}: UTF-32 text is not supported; convert it to UTF-8 (iconv -f UTF-32 -t UTF-8)"
+        )
+    if head.startswith(_UTF16_BOMS):
+        return "utf-16"
+    even, odd = head[0::2], head[1::2]
+    if b"\x00" in head:
+        # UTF-16 puts the NUL high byte of ASCII characters (spaces, digits, markup) at
+        # one parity only: last in little-endian order (LE), first in big-endian (BE).
+        for order, high, low in (("LE", odd, even), ("BE", even, odd)):
+            if high.count(0) >= 0.1 * len(high) and low.count(0) <= 0.01 * len(low):
+                raise CorpusError(
+                    f"{path}: looks like UTF-16{order} text without a byte-order mark; "
+                    f"convert it to UTF-8 (iconv -f UTF-16{order} -t UTF-8)"
+                )
+    return "utf-8"
 
 
 def sniff_input_file(path: str) -> InputFile:
-    """Format and compression of `path`, from its content.
+    """Format, compression and text encoding of `path`, from its content.
 
-    Raises ``CorpusError`` for a file that is neither UTF-8-ish text nor a dump.
+    Raises ``CorpusError`` for a file that is neither UTF-8 (or UTF-16 with a
+    byte-order mark) text nor a dump.
     """
     with open_binary(path) as f:
         magic = f.read(8)
@@ -241,6 +280,10 @@ def sniff_input_file(path: str) -> InputFile:
         ) from e
     except (OSError, lzma.LZMAError) as e:
         raise CorpusError(f"{path}: cannot read {compression or 'file'}: {e}") from e
+    encoding = _encoding_of(path, head)
+    if encoding != "utf-8":
+        # The first bytes as UTF-8, for the XML test (an odd last byte is dropped).
+        head = head[: len(head) - len(head) % 2].decode(encoding, "ignore").encode("utf-8")
     if _XML_PROLOG.match(head):
         kind = MEDIAWIKI
     else:
@@ -250,7 +293,32 @@ def sniff_input_file(path: str) -> InputFile:
                 "UTF-8 text nor a MediaWiki XML dump"
             )
         kind = TEXT
-    return InputFile(path, kind, compression, _file_size(path))
+    return InputFile(path, kind, compression, _file_size(path), encoding)
+
+
+class _Utf8Reader(io.RawIOBase):
+    """The UTF-8 bytes of a binary stream in another encoding (UTF-16: its byte-order
+    mark decides the byte order). An invalid code unit becomes U+FFFD, which the
+    tokenizer's cleaning drops."""
+
+    def __init__(self, raw, encoding: str):
+        self._raw = raw
+        self._decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+        self._pending = b""
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        while not self._pending:
+            data = self._raw.read(1 << 16)
+            self._pending = self._decoder.decode(data, final=not data).encode("utf-8")
+            if not data:
+                break
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
 
 
 class _CountingReader(io.RawIOBase):
@@ -296,6 +364,8 @@ def iter_text_documents(
     """
     path = input_file.path
     stream, counter, raw = _open_counting(input_file)
+    if input_file.encoding != "utf-8":
+        stream = io.BufferedReader(_Utf8Reader(stream, input_file.encoding), 1 << 16)
     lines: list[str] = []
     first_line = 0
     chars = 0
@@ -326,6 +396,8 @@ def iter_text_documents(
                             e.reason,
                         )
                     line = line_bytes.decode("utf-8", "ignore")
+                if number == 1:
+                    line = line.lstrip("\ufeff")  # a UTF-8 byte-order mark starts no word
                 line = line.strip()
                 if progress is not None:
                     progress[0] = counter.bytes_read
@@ -471,3 +543,49 @@ def iter_file_documents(
     if input_file.format == MEDIAWIKI:
         return iter_mediawiki_pages(input_file, stats, progress)
     return iter_text_documents(input_file, stats, max_document_chars, progress)
+
+
+def document_sentences(document: RawDocument) -> list[str]:
+    """A document's sentences: a text file's lines, or an article's prose cleaned of its
+    markup and split into sentences (``wikitext.wikitext_to_sentences``)."""
+    if document.lines is not None:
+        return document.lines
+    from keras_bert_zoo.pretraining import wikitext
+
+    return wikitext.wikitext_to_sentences(document.wikitext or "")
+
+
+def iter_sentences(
+    input_files: str | list[str] | list[InputFile],
+    stats: CorpusStats | None = None,
+    max_document_chars: int | None = 500_000,
+) -> Iterator[str]:
+    """Every sentence of the input, file after file, whatever the format: what
+    ``tools/build_vocab.py`` learns a vocabulary from.
+
+    Args:
+        input_files: comma-separated glob patterns (or a list of them), or files
+            already sniffed (``sniff_input_file``). Patterns are expanded and every
+            file is sniffed before the first sentence is read, so a missing or
+            unreadable file fails at once.
+        stats: counts of what was read, updated as the files are read.
+        max_document_chars: text documents longer than this are read in parts (a file
+            without blank lines holds one document).
+
+    Raises:
+        CorpusError: see the module docstring (a truncated file fails where it ends).
+
+    Example:
+
+    ```python
+    from keras_bert_zoo.pretraining.corpus import iter_sentences
+
+    for sentence in iter_sentences("bgwiki-latest-pages-articles.xml.bz2"):
+        ...
+    ```
+    """
+    if isinstance(input_files, str) or any(isinstance(f, str) for f in input_files):
+        input_files = [sniff_input_file(path) for path in expand_input_files(input_files)]
+    stats = CorpusStats() if stats is None else stats
+    for document in iter_documents(input_files, stats, max_document_chars):
+        yield from document_sentences(document)

@@ -55,6 +55,7 @@ import numpy as np
 from absl import logging
 
 from keras_bert_zoo.pretraining import corpus, writer
+from keras_bert_zoo.utils.errors import UserError
 
 __all__ = [
     "ChunkKey",
@@ -69,6 +70,7 @@ __all__ = [
     "create_pretraining_data",
     "iter_chunks",
     "iter_file_chunks",
+    "log_inputs",
     "log_summary",
     "plan_creation",
     "write_statistics",
@@ -114,10 +116,16 @@ class CreationConfig:
             problems.append(f"dupe_factor must be >= 1, got {self.dupe_factor}")
         if self.chunk_chars < 1:
             problems.append(f"chunk_chars must be >= 1, got {self.chunk_chars}")
-        if not os.path.isfile(self.vocab_file):
+        if os.path.isdir(self.vocab_file):
+            inside = os.path.join(self.vocab_file, "vocab.txt")
+            problems.append(
+                f"vocab_file {self.vocab_file!r} is a directory, not a vocabulary file"
+                + (f" (it holds {inside!r})" if os.path.isfile(inside) else "")
+            )
+        elif not os.path.isfile(self.vocab_file):
             problems.append(f"vocab_file {self.vocab_file!r} does not exist")
         if problems:
-            raise ValueError("; ".join(problems))
+            raise UserError("; ".join(problems))
 
 
 class ChunkKey(NamedTuple):
@@ -233,14 +241,6 @@ class ChunkProcessor:
         self._make_instances = make_instances
 
     @staticmethod
-    def _sentences(document: corpus.RawDocument) -> list[str]:
-        if document.lines is not None:
-            return document.lines
-        from keras_bert_zoo.pretraining import wikitext
-
-        return wikitext.wikitext_to_sentences(document.wikitext or "")
-
-    @staticmethod
     def _location(document: corpus.RawDocument, sentence: int = 0) -> str:
         """Where a document's sentence comes from: file and line, or file and article."""
         if document.lines is not None:
@@ -268,7 +268,7 @@ class ChunkProcessor:
         stats = ChunkStats()
         texts, sentence_counts = [], []
         for document in documents:
-            sentences = self._sentences(document)
+            sentences = corpus.document_sentences(document)
             texts.extend(sentences)
             sentence_counts.append(len(sentences))
         token_ids, token_counts = self.tokenize(texts)
@@ -585,6 +585,7 @@ def create_pretraining_data(
     """
     start = time.monotonic()
     plan = plan_creation(input_file, output_file, config)
+    log_inputs(plan)
     input_files, output_paths = plan.input_files, plan.output_files
     workers = default_num_workers() if num_workers is None else int(num_workers)
 
@@ -660,14 +661,16 @@ def plan_creation(
     output_paths = writer.expand_output_files(output_file)
     input_files = [corpus.sniff_input_file(path) for path in input_paths]
     _check_vocabulary(config)
-    for item in input_files:
-        logging.info(
-            "Input %s: %s%s",
-            item.path,
-            item.format,
-            f" ({item.compression})" if item.compression else "",
-        )
     return CreationPlan(input_files, output_paths, writer.statistics_path(output_file))
+
+
+def log_inputs(plan: CreationPlan) -> None:
+    """One log line per input file (format, compression, a text encoding other than
+    UTF-8), once every check of the run passed: a refused run prints only its reason."""
+    for item in plan.input_files:
+        details = [item.compression, item.encoding.upper() if item.encoding != "utf-8" else None]
+        details = ", ".join(d for d in details if d)
+        logging.info("Input %s: %s%s", item.path, item.format, f" ({details})" if details else "")
 
 
 def check_instances_made(
@@ -675,7 +678,7 @@ def check_instances_made(
 ) -> None:
     """Raises ValueError for a run that made no instance (and so must write nothing)."""
     if stats.instances == 0:
-        raise ValueError(
+        raise UserError(
             f"No instance could be made from {[f.path for f in plan.input_files]}: "
             f"{corpus_stats.documents} documents read, {stats.empty_documents} empty"
         )
@@ -730,14 +733,9 @@ def _run_ordered(chunks, workers, initializer, initargs, function, write) -> Non
 
 def _document_text(index: ChunkKey, documents: list[corpus.RawDocument]) -> tuple[str, int, int]:
     """(text, documents, sentences): one sentence per line, a blank line after each document."""
-    from keras_bert_zoo.pretraining import wikitext
-
     parts, count, sentences = [], 0, 0
     for document in documents:
-        if document.lines is not None:
-            lines = document.lines
-        else:
-            lines = wikitext.wikitext_to_sentences(document.wikitext or "")
+        lines = corpus.document_sentences(document)
         if lines:
             parts.append("\n".join(lines) + "\n\n")
             count += 1
@@ -800,7 +798,7 @@ def _check_vocabulary(config: CreationConfig) -> None:
     tokens = load_vocab(config.vocab_file)
     missing = [t for t in ("[UNK]", "[CLS]", "[SEP]", "[MASK]") if t not in tokens]
     if missing:
-        raise ValueError(f"Vocabulary {config.vocab_file!r} lacks {missing}")
+        raise UserError(f"Vocabulary {config.vocab_file!r} lacks {missing}")
     validate_casing(tokens, config.do_lower_case, repr(config.vocab_file))
 
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from keras_bert_zoo.text.masking import PretrainingMasker
+from keras_bert_zoo.utils.errors import UserError
 
 __all__ = [
     "create_pretraining_instances",
@@ -106,7 +107,7 @@ def create_segment_pairs(
     """
     max_num_tokens = int(max_seq_length) - 3
     if max_num_tokens < 2:
-        raise ValueError(f"max_seq_length must be >= 5, got {max_seq_length}")
+        raise UserError(f"max_seq_length must be >= 5, got {max_seq_length}")
     seed = tf.convert_to_tensor(seed)
     target_seed, chunk_seed, truncation_seed = tf.unstack(
         tf.random.experimental.stateless_split(seed, 3)

@@ -27,6 +27,7 @@ import numpy as np
 
 from keras_bert_zoo.utils import atomic
 from keras_bert_zoo.utils.deprecation import moved_names
+from keras_bert_zoo.utils.errors import UserError
 
 __all__ = [
     "ShardedRecordWriter",
@@ -214,20 +215,20 @@ def expand_output_files(spec: str | Sequence[str]) -> list[str]:
     """
     parts = _output_specs(spec)
     if not parts:
-        raise ValueError("No output file given (--output_file is empty)")
+        raise UserError("No output file given (--output_file is empty)")
     paths: list[str] = []
     for part in parts:
         match = _SHARD_SPEC.match(part)
         if match:
             base, count = match.group(1), int(match.group(2))
             if count < 1:
-                raise ValueError(f"Shard count must be >= 1 in {part!r}")
+                raise UserError(f"Shard count must be >= 1 in {part!r}")
             paths.extend(f"{base}-{i:05d}-of-{count:05d}" for i in range(count))
         else:
             paths.append(part)
     duplicates = sorted({p for p in paths if paths.count(p) > 1})
     if duplicates:
-        raise ValueError(f"Output files repeat: {duplicates}")
+        raise UserError(f"Output files repeat: {duplicates}")
     return paths
 
 
@@ -248,7 +249,7 @@ def statistics_path(spec: str | Sequence[str]) -> str:
     """
     parts = _output_specs(spec)
     if not parts:
-        raise ValueError("No output file given (--output_file is empty)")
+        raise UserError("No output file given (--output_file is empty)")
     match = _SHARD_SPEC.match(parts[0])
     base = match.group(1) if match else parts[0]
     for extension in _RECORD_EXTENSIONS:
@@ -288,7 +289,7 @@ class ShardedRecordWriter:
 
     def __init__(self, paths: Sequence[str], compression_type: str | None = None):
         if not paths:
-            raise ValueError("ShardedRecordWriter needs at least one output path")
+            raise UserError("ShardedRecordWriter needs at least one output path")
         self.paths = [os.fspath(p) for p in paths]
         self.compression_type = compression_type or ""
         self.counts = [0] * len(self.paths)

@@ -9,7 +9,7 @@ Each field is declared once, with its default, help and bounds (`utils.settings`
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 from keras_bert_zoo.runners import run_dir
 from keras_bert_zoo.runners.runner import MODES
@@ -17,7 +17,8 @@ from keras_bert_zoo.tasks import registry
 from keras_bert_zoo.tasks.pretraining import INPUT_MODES
 from keras_bert_zoo.training.flags import TrainingFlags
 from keras_bert_zoo.utils import settings
-from keras_bert_zoo.utils.run_layout import EXPORT_FORMATS
+from keras_bert_zoo.utils.deprecation import RenamedFields
+from keras_bert_zoo.utils.run_layout import CHECKPOINT_LAYOUTS
 from keras_bert_zoo.utils.settings import setting
 
 PRETRAINING_MODES = ("train", "eval", "export")
@@ -26,7 +27,7 @@ PRETRAINING_MODES = ("train", "eval", "export")
 
 
 @dataclasses.dataclass
-class JobOptions(TrainingFlags):
+class JobOptions(TrainingFlags, metaclass=RenamedFields):
     """The settings every job shares: the training core's, where the run goes
     (`output_dir`) and starts from (`init_checkpoint`, which each job redeclares with
     what it accepts), and its vocabulary, evaluation batch and exports."""
@@ -44,16 +45,19 @@ class JobOptions(TrainingFlags):
     eval_batch_size: int = setting(32, help="Batch size of evaluation.", lower_bound=1)
     # Each layout is a full copy of the weights (88 MB for MiniLM, 440 MB for BERT-Base):
     # a fine-tuning run writes only the ones asked for; a pretraining run redeclares both.
-    export_formats: tuple[str, ...] = setting(
+    checkpoint_layouts: tuple[str, ...] = setting(
         (),
         help="Checkpoint layouts the run writes beside its model, with the heads it has: "
         "google (export_google/), huggingface (export_huggingface/); repeat the flag for both.",
-        choices=EXPORT_FORMATS,
+        choices=CHECKPOINT_LAYOUTS,
+        old_names=("export_formats",),
     )
+    # `JobOptions(export_formats=...)` and `.export_formats`, for one release.
+    RENAMED_FIELDS: ClassVar = {"export_formats": "checkpoint_layouts"}
 
     def __post_init__(self):
         settings.check_values(self)
-        self.export_formats = run_dir.check_export_formats(self.export_formats)
+        self.checkpoint_layouts = run_dir.check_checkpoint_layouts(self.checkpoint_layouts)
 
 
 # === Fine-tuning ===
@@ -81,7 +85,7 @@ class FinetuningConfig(JobOptions):
     mode: str = setting(
         "train_and_eval",
         help="train | train_and_eval (periodic evaluation, best export) | eval | predict | "
-        "export (a fine-tuned model written as finetuned/ and --export_formats).",
+        "export (a fine-tuned model written as finetuned/ and --checkpoint_layouts).",
         choices=MODES,
     )
     data_dir: str | None = setting(None, help="Directory of the task's files (official layout).")
@@ -224,7 +228,7 @@ class PretrainingConfig(JobOptions):
     eval_steps: int = setting(100, help="Batches per evaluation (0: all).", lower_bound=0)
     eval_batch_size: int = 8
     # The exported checkpoint is what pretraining is for: both layouts by default.
-    export_formats: tuple[str, ...] = EXPORT_FORMATS
+    checkpoint_layouts: tuple[str, ...] = CHECKPOINT_LAYOUTS
     # === Model ===
     bert_config_file: str | None = setting(
         None, help="The model's bert_config.json (or HF config.json)."

@@ -159,7 +159,7 @@ def run_demo(
         config: `demo_config()` by default; without an `output_dir`, a new temporary
             directory is used, and at the end it keeps only what the job prints: the
             fine-tuned model (`finetuned/`), the TF Serving export (`serving/`) and any
-            `export_formats` asked for (about 180 MB for MiniLM). Its training
+            `checkpoint_layouts` asked for (about 180 MB for MiniLM). Its training
             checkpoint, summaries and predictions go: nobody resumes or reads them.
         sentences: raw sentences to answer.
         out: where to print (default: standard output).

@@ -13,7 +13,7 @@ Modes:
   `primary_metric` is exported to `best/`.
 - `eval`: evaluate a fine-tuned model on the eval splits.
 - `predict`: write the task's prediction files for its predict splits.
-- `export`: write a fine-tuned model as `finetuned/` and in the `--export_formats`
+- `export`: write a fine-tuned model as `finetuned/` and in the `--checkpoint_layouts`
   checkpoint layouts (e.g. a google-research/bert checkpoint with the task's head as a
   Hugging Face directory).
 
@@ -75,10 +75,10 @@ from keras_bert_zoo.utils.atomic import write_json_atomically
 from keras_bert_zoo.utils.deprecation import moved_names
 from keras_bert_zoo.utils.run_layout import (
     BEST_DIR,
+    CHECKPOINT_LAYOUTS,
     EVAL_RESULTS_FILE,
     EVAL_SUMMARIES_DIR,
     EXPORT_DIRS,
-    EXPORT_FORMATS,
     FINETUNED_DIR,
     METRICS_FILE,
     PREDICTIONS_DIR,
@@ -88,9 +88,9 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "BEST_DIR",
+    "CHECKPOINT_LAYOUTS",
     "EVAL_RESULTS_FILE",
     "EXPORT_DIRS",
-    "EXPORT_FORMATS",
     "FINETUNED_DIR",
     "FinetuningConfig",
     "FinetuningJob",
@@ -120,6 +120,7 @@ __getattr__ = moved_names(
     [],
     renamed={
         "export_checkpoint": ("keras_bert_zoo.runners.run_outputs", "export_task_checkpoint"),
+        "EXPORT_FORMATS": ("keras_bert_zoo.utils.run_layout", "CHECKPOINT_LAYOUTS"),
         **{name: (home, name) for home, names in _MOVED.items() for name in names},
     },
 )
@@ -445,7 +446,7 @@ class FinetuningJob(Job):
             self.tokenizer,
             step=step,
             eval_results=eval_results,
-            export_formats=self.config.export_formats,
+            export_formats=self.config.checkpoint_layouts,
             # The best export of the last evaluation (or the best model itself, with
             # use_best_model) is this model: finetuned/ links its files, not a copy.
             same_model_dir=os.path.join(self.output_dir, BEST_DIR),

@@ -41,7 +41,7 @@ from keras_bert_zoo.runners.configs import PRETRAINING_MODES, PretrainingConfig
 from keras_bert_zoo.runners.configs import config_from_pretraining_flags as config_from_flags
 from keras_bert_zoo.runners.configs import define_pretraining_flags as define_flags
 from keras_bert_zoo.runners.configs import pretraining_flag_names as runner_flag_names
-from keras_bert_zoo.runners.run_dir import EVAL_RESULTS_FILE, EXPORT_DIRS, EXPORT_FORMATS
+from keras_bert_zoo.runners.run_dir import CHECKPOINT_LAYOUTS, EVAL_RESULTS_FILE, EXPORT_DIRS
 from keras_bert_zoo.runners.runner import Job, LoadedModel, Runner, RunResult, tensorboard_hint
 from keras_bert_zoo.tasks import pretraining as pretraining_task
 from keras_bert_zoo.tasks.pretraining import PretrainingTask
@@ -52,9 +52,9 @@ logger = logging.getLogger(__name__)
 CONFIG_FILE = sources.CONFIG_FILE
 
 __all__ = [
+    "CHECKPOINT_LAYOUTS",
     "EVAL_RESULTS_FILE",
     "EXPORT_DIRS",
-    "EXPORT_FORMATS",
     "PretrainingConfig",
     "PretrainingJob",
     "PretrainingResult",
@@ -77,7 +77,13 @@ MOVED_NAMES = {
     "DEFAULT_DYNAMIC_MAX_PREDICTIONS": "keras_bert_zoo.tasks.pretraining",
 }
 __getattr__ = moved_names(
-    __name__, [], only=(), renamed={name: (home, name) for name, home in MOVED_NAMES.items()}
+    __name__,
+    [],
+    only=(),
+    renamed={
+        **{name: (home, name) for name, home in MOVED_NAMES.items()},
+        "EXPORT_FORMATS": ("keras_bert_zoo.utils.run_layout", "CHECKPOINT_LAYOUTS"),
+    },
 )
 
 
@@ -251,7 +257,7 @@ class PretrainingJob(Job):
 
     def export(self, model, step, eval_results) -> dict[str, str]:
         exports = {}
-        for export_format in self.config.export_formats:
+        for export_format in self.config.checkpoint_layouts:
             path = os.path.join(self.output_dir, EXPORT_DIRS[export_format])
             exports[export_format] = self.task.export(model, path, export_format)
             logger.info("Wrote the %s layout with the MLM and NSP heads to %s", export_format, path)

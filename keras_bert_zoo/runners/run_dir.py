@@ -25,23 +25,36 @@ from keras_bert_zoo.utils.atomic import (  # noqa: F401 - json_safe, remove_stal
     remove_stale_temporaries,
     write_json_atomically,
 )
+from keras_bert_zoo.utils.deprecation import moved_names
+from keras_bert_zoo.utils.errors import UserError
 from keras_bert_zoo.utils.run_layout import (  # noqa: F401 - re-exported
+    CHECKPOINT_LAYOUTS,
     CHECKPOINTS_DIR,
     EVAL_RESULTS_FILE,
     EXPORT_DIRS,
-    EXPORT_FORMATS,
 )
 
 logger = logging.getLogger(__name__)
 
 
-def check_export_formats(export_formats: Sequence[str]) -> tuple[str, ...]:
-    """`export_formats` as a tuple; an unknown layout is an error naming it."""
-    export_formats = tuple(export_formats)
-    unknown = sorted(set(export_formats) - set(EXPORT_FORMATS))
+# The old names of `check_checkpoint_layouts` and `CHECKPOINT_LAYOUTS`, for one release.
+__getattr__ = moved_names(
+    __name__,
+    [],
+    renamed={
+        "check_export_formats": (__name__, "check_checkpoint_layouts"),
+        "EXPORT_FORMATS": ("keras_bert_zoo.utils.run_layout", "CHECKPOINT_LAYOUTS"),
+    },
+)
+
+
+def check_checkpoint_layouts(layouts: Sequence[str]) -> tuple[str, ...]:
+    """`layouts` as a tuple; an unknown layout is an error naming it."""
+    layouts = tuple(layouts)
+    unknown = sorted(set(layouts) - set(CHECKPOINT_LAYOUTS))
     if unknown:
-        raise ValueError(f"export_formats {unknown} unknown; choose from {EXPORT_FORMATS}")
-    return export_formats
+        raise UserError(f"checkpoint_layouts {unknown} unknown; choose from {CHECKPOINT_LAYOUTS}")
+    return layouts
 
 
 def check_same_run(

@@ -33,6 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.text.unicode_tables import decompositions, unicode_tables
+from keras_bert_zoo.utils.errors import UserError
 
 # Trie keys: node * _TRIE_STRIDE + code point (node ids < 2**40 fit in int64);
 # _NO_CHARACTER is no code point, so no key holds it.
@@ -249,9 +250,7 @@ class CoreWordpiece(tf.Module):
         # Pointer-doubling rounds: a chain of up to max_chars_per_token pieces.
         self.rounds = max(1, math.ceil(math.log2(max_chars_per_token + 1)))
         if len(tokens) >= (1 << _TOKEN_BITS) - 1:
-            raise ValueError(
-                f"vocabulary of {len(tokens)} tokens: at most {(1 << _TOKEN_BITS) - 2}"
-            )
+            raise UserError(f"vocabulary of {len(tokens)} tokens: at most {(1 << _TOKEN_BITS) - 2}")
         tables = character_tables()
         fixups = sorted(lower_fixups)
         edges, node_token_ids, self.continuation_root = _trie(tokens, suffix_indicator)

@@ -46,6 +46,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_bert_zoo.text.vocab import load_vocab
+from keras_bert_zoo.utils.errors import UserError
 
 __all__ = [
     "PretrainingMasker",
@@ -89,7 +90,7 @@ class WholeWordBudgetSelector(tf_text.RandomItemSelector):
 
     def get_selection_mask(self, input_ids, axis=1):
         if axis != 1:
-            raise ValueError(f"WholeWordBudgetSelector selects along axis 1, got axis={axis}")
+            raise UserError(f"WholeWordBudgetSelector selects along axis 1, got axis={axis}")
         selectable = self.get_selectable(input_ids, axis)  # [batch, (items)]
         whole_words = input_ids.ragged_rank > 1
         if whole_words:
@@ -281,13 +282,13 @@ class PretrainingMasker:
             source = f"(list of {len(tokens)} tokens)"
         missing = [t for t in ("[CLS]", "[SEP]", "[MASK]") if t not in tokens]
         if missing:
-            raise ValueError(f"Vocabulary {source} lacks {missing}, needed for masking")
+            raise UserError(f"Vocabulary {source} lacks {missing}, needed for masking")
         if not 0.0 < masked_lm_prob <= 1.0:
-            raise ValueError(f"masked_lm_prob must be in (0, 1], got {masked_lm_prob}")
+            raise UserError(f"masked_lm_prob must be in (0, 1], got {masked_lm_prob}")
         if max_predictions_per_seq < 1:
-            raise ValueError(f"max_predictions_per_seq must be >= 1, got {max_predictions_per_seq}")
+            raise UserError(f"max_predictions_per_seq must be >= 1, got {max_predictions_per_seq}")
         if mask_token_rate < 0 or random_token_rate < 0 or mask_token_rate + random_token_rate > 1:
-            raise ValueError(
+            raise UserError(
                 f"mask_token_rate ({mask_token_rate}) and random_token_rate "
                 f"({random_token_rate}) must be >= 0 with a sum <= 1"
             )

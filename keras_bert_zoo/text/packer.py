@@ -8,6 +8,7 @@ import tensorflow_text as tf_text
 
 from keras_bert_zoo.inputs import ENCODER_INPUT_NAMES, INPUT_MASK, INPUT_TYPE_IDS, INPUT_WORD_IDS
 from keras_bert_zoo.text.preprocessing_layer import PreprocessingLayer
+from keras_bert_zoo.utils.errors import UserError
 
 TRUNCATION_MODES = ("longest_first", "round_robin", "waterfall")
 PAD_MODES = ("fixed", "longest")
@@ -69,11 +70,11 @@ class BertPacker(PreprocessingLayer):
     ):
         super().__init__(**kwargs)
         if truncate not in TRUNCATION_MODES:
-            raise ValueError(f"truncate must be one of {TRUNCATION_MODES}, got {truncate!r}")
+            raise UserError(f"truncate must be one of {TRUNCATION_MODES}, got {truncate!r}")
         if pad_to not in PAD_MODES:
-            raise ValueError(f"pad_to must be one of {PAD_MODES}, got {pad_to!r}")
+            raise UserError(f"pad_to must be one of {PAD_MODES}, got {pad_to!r}")
         if int(sequence_length) < 2:
-            raise ValueError(f"sequence_length must be >= 2, got {sequence_length}")
+            raise UserError(f"sequence_length must be >= 2, got {sequence_length}")
         self.sequence_length = int(sequence_length)
         self.start_value = int(start_value)
         self.end_value = int(end_value)
@@ -97,7 +98,7 @@ class BertPacker(PreprocessingLayer):
     def _trim(self, segments, sequence_length):
         budget = sequence_length - len(segments) - 1
         if isinstance(budget, int) and budget < 0:
-            raise ValueError(
+            raise UserError(
                 f"sequence_length {sequence_length} cannot hold the special tokens "
                 f"of {len(segments)} segments"
             )
@@ -119,7 +120,7 @@ class BertPacker(PreprocessingLayer):
             raise TypeError("BertPacker takes a ragged tensor or a tuple/list of them")
         segments = list(inputs) if isinstance(inputs, tuple | list) else [inputs]
         if not 1 <= len(segments) <= 3:
-            raise ValueError(f"BertPacker packs 1 to 3 segments, got {len(segments)}")
+            raise UserError(f"BertPacker packs 1 to 3 segments, got {len(segments)}")
         if sequence_length is None:
             sequence_length = self.sequence_length
         elif not isinstance(sequence_length, int):

@@ -8,6 +8,7 @@ import tensorflow as tf
 from keras_bert_zoo.text.packer import BertPacker
 from keras_bert_zoo.text.preprocessing_layer import TokenizingPreprocessor
 from keras_bert_zoo.text.tokenizer import BertTokenizer
+from keras_bert_zoo.utils.errors import UserError
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -71,11 +72,11 @@ class BertPreprocessor(TokenizingPreprocessor):
     def call(self, inputs):
         segments = list(inputs) if isinstance(inputs, tuple | list) else [inputs]
         if not 1 <= len(segments) <= 3:
-            raise ValueError(f"BertPreprocessor takes 1 to 3 segments, got {len(segments)}")
+            raise UserError(f"BertPreprocessor takes 1 to 3 segments, got {len(segments)}")
         segments = [tf.convert_to_tensor(s) for s in segments]
         scalar = segments[0].shape.rank == 0
         if any((s.shape.rank == 0) != scalar for s in segments):
-            raise ValueError("All segments must be scalars or all batched")
+            raise UserError("All segments must be scalars or all batched")
         if scalar:
             segments = [s[tf.newaxis] for s in segments]
         self._take_special_ids()

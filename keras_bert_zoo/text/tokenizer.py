@@ -50,6 +50,7 @@ from keras_bert_zoo.text.preprocessing_layer import PreprocessingLayer
 from keras_bert_zoo.text.unicode_tables import lowercase_fixups, regex_class, unicode_tables
 from keras_bert_zoo.text.vocab import VOCAB_FILENAME, load_vocab, vocab_text
 from keras_bert_zoo.utils.atomic import write_text_atomically
+from keras_bert_zoo.utils.errors import UserError
 
 # Longest word (in characters, i.e. code points) that WordPiece splits; a longer one
 # is [UNK]. google-research/bert's tokenization.py builds its tokenizer with
@@ -78,7 +79,7 @@ DEFAULT_EXPORT_TOKENIZER_OPS = CORE_OPS
 
 def check_tokenizer_ops(ops: str) -> str:
     if ops not in TOKENIZER_OPS:
-        raise ValueError(f"tokenizer ops must be one of {', '.join(TOKENIZER_OPS)}; got {ops!r}")
+        raise UserError(f"tokenizer ops must be one of {', '.join(TOKENIZER_OPS)}; got {ops!r}")
     return ops
 
 
@@ -144,13 +145,13 @@ def validate_casing(tokens, lowercase: bool, source: str) -> None:
     """
     with_letter, with_upper = vocab_casing(tokens)
     if lowercase and _looks_cased(with_letter, with_upper):
-        raise ValueError(
+        raise UserError(
             f"lowercase=True but the vocabulary {source} is cased ({with_upper} of "
             f"{with_letter} word entries contain upper-case letters). Use lowercase=False "
             "(or None to infer it) with a cased vocabulary."
         )
     if not lowercase and with_upper == 0 and with_letter >= 1000:
-        raise ValueError(
+        raise UserError(
             f"lowercase=False but the vocabulary {source} is uncased (none of its "
             f"{with_letter} word entries contain upper-case letters). Use lowercase=True "
             "(or None to infer it) with an uncased vocabulary."
@@ -236,7 +237,7 @@ class BertTokenizer(PreprocessingLayer):
         super().__init__(**kwargs)
         self.ops = check_tokenizer_ops(ops)
         if max_chars_per_token < 1:
-            raise ValueError(f"max_chars_per_token must be >= 1, got {max_chars_per_token}")
+            raise UserError(f"max_chars_per_token must be >= 1, got {max_chars_per_token}")
         self.max_chars_per_token = int(max_chars_per_token)
         self.unknown_token = unknown_token
         self.suffix_indicator = suffix_indicator
@@ -252,7 +253,7 @@ class BertTokenizer(PreprocessingLayer):
         if isinstance(vocabulary, str | os.PathLike):
             path = os.fspath(vocabulary)
             if serialization_lib.in_safe_mode():
-                raise ValueError(
+                raise UserError(
                     f"Refusing to read the vocabulary file {path!r} while deserializing in "
                     "safe mode: a config may name any file. A .keras archive carries its "
                     "vocabulary as an asset; if you trust this config, pass safe_mode=False "
@@ -269,9 +270,9 @@ class BertTokenizer(PreprocessingLayer):
                 if t in seen:
                     dupes.append(t)
                 seen.add(t)
-            raise ValueError(f"Vocabulary {source} has duplicate tokens: {dupes[:5]}")
+            raise UserError(f"Vocabulary {source} has duplicate tokens: {dupes[:5]}")
         if self.unknown_token not in tokens:
-            raise ValueError(f"Vocabulary {source} lacks the unknown token {self.unknown_token!r}")
+            raise UserError(f"Vocabulary {source} lacks the unknown token {self.unknown_token!r}")
         if lowercase is None:
             lowercase = infer_lowercase(tokens)
         elif self.validate_case:
@@ -346,7 +347,7 @@ class BertTokenizer(PreprocessingLayer):
 
     def _check_vocabulary(self):
         if self._tokens is None:
-            raise ValueError(
+            raise UserError(
                 f"BertTokenizer {self.name!r} has no vocabulary: pass `vocabulary` (a "
                 "vocab.txt path or tokens), or load the layer with keras.saving.load_model "
                 "(a .keras archive carries it as an asset)."
@@ -403,7 +404,7 @@ class BertTokenizer(PreprocessingLayer):
         """
         for name, value in (("[CLS]", self.cls_token_id), ("[SEP]", self.sep_token_id)):
             if value is None:
-                raise ValueError(f"The tokenizer's vocabulary has no {name} token")
+                raise UserError(f"The tokenizer's vocabulary has no {name} token")
         pad_id = self.pad_token_id
         return self.cls_token_id, self.sep_token_id, 0 if pad_id is None else pad_id
 
@@ -624,7 +625,7 @@ class BertTokenizer(PreprocessingLayer):
         if scalar:
             inputs = inputs[tf.newaxis]
         elif inputs.shape.rank != 1:
-            raise ValueError(f"BertTokenizer takes a [batch] string tensor, got {inputs.shape}")
+            raise UserError(f"BertTokenizer takes a [batch] string tensor, got {inputs.shape}")
         return inputs, scalar
 
     def call(self, inputs):

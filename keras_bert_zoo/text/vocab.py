@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterable, Sequence
 
 from keras_bert_zoo.utils.atomic import write_text_atomically
+from keras_bert_zoo.utils.errors import UserError
 
 DEFAULT_RESERVED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 VOCAB_FILENAME = "vocab.txt"
@@ -37,11 +38,11 @@ def load_vocab(path: str) -> list[str]:
         with open(path, encoding="utf-8") as f:
             tokens = [line.strip() for line in f.read().split("\n")]
     except UnicodeDecodeError as e:
-        raise ValueError(f"Vocabulary {path!r} is not valid UTF-8: {e}") from e
+        raise UserError(f"Vocabulary {path!r} is not valid UTF-8: {e}") from e
     if tokens and tokens[-1] == "":
         tokens.pop()  # the final newline ends the last line; it starts no token
     if not tokens:
-        raise ValueError(f"Vocabulary {path!r} is empty")
+        raise UserError(f"Vocabulary {path!r} is empty")
     return tokens
 
 
@@ -61,9 +62,9 @@ def write_vocab(path: str, tokens: Iterable[str]) -> str:
     seen = set()
     for index, token in enumerate(tokens):
         if not isinstance(token, str) or not token or token.split() != [token]:
-            raise ValueError(f"Token {index} ({token!r}) is empty or contains whitespace")
+            raise UserError(f"Token {index} ({token!r}) is empty or contains whitespace")
         if token in seen:
-            raise ValueError(f"Token {index} ({token!r}) is a duplicate")
+            raise UserError(f"Token {index} ({token!r}) is a duplicate")
         seen.add(token)
     write_text_atomically(path, vocab_text(tokens))
     return path
@@ -118,7 +119,7 @@ def build_vocab(
 
     reserved = list(reserved_tokens)
     if vocab_size <= len(reserved):
-        raise ValueError(f"vocab_size {vocab_size} leaves no room beyond {len(reserved)} reserved")
+        raise UserError(f"vocab_size {vocab_size} leaves no room beyond {len(reserved)} reserved")
     if isinstance(lines_or_dataset, tf.data.Dataset):
         dataset = lines_or_dataset
         if dataset.element_spec.dtype != tf.string:
@@ -166,5 +167,5 @@ def expand_globs(patterns: str) -> list[str]:
     paths = sorted({p for pattern in patterns.split(",") if pattern for p in glob.glob(pattern)})
     paths = [p for p in paths if os.path.isfile(p)]
     if not paths:
-        raise ValueError(f"No file matches {patterns!r}")
+        raise UserError(f"No file matches {patterns!r}")
     return paths

@@ -11,14 +11,15 @@ its traceback, unchanged. Set KERAS_BERT_ZOO_TRACEBACK=1 to see the traceback of
 errors too.
 
 The library says what is wrong where it finds it (`path:line: ...`, `--flag=value:
-...`), raising `ValueError` (or a subclass: `InputFileError`, `CorpusError`,
-`CheckpointError`, ...) or a `FileNotFoundError`-like `OSError`; the tools write
-nothing before their inputs are checked, so a user error leaves no output behind.
+...`), raising a `UserError` (`utils.errors`; or a subclass: `InputFileError`,
+`CorpusError`, `CheckpointError`, ...) or a `FileNotFoundError`-like `OSError`; the
+tools write nothing before their inputs are checked, so a user error leaves no output
+behind. A plain `ValueError` is a bug, wherever it was raised: the class says which
+errors are the user's, not where they were raised.
 """
 
 from __future__ import annotations
 
-import dis
 import functools
 import inspect
 import os
@@ -28,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from keras_bert_zoo.utils import interrupts
+from keras_bert_zoo.utils.errors import UserError
 
 TRACEBACK_ENV = "KERAS_BERT_ZOO_TRACEBACK"
 
@@ -40,7 +42,6 @@ _PATH_ERRORS = (
     IsADirectoryError,
     PermissionError,
 )
-_RAISE_OPCODES = frozenset(("RAISE_VARARGS", "RERAISE"))
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 
 _HELP_NOTE = (
@@ -70,40 +71,28 @@ def _is_under(filename: str, directories: tuple[str, ...]) -> bool:
     return any(path.startswith(directory + os.sep) for directory in directories)
 
 
-def _is_raise_statement(traceback) -> bool:
-    """Whether the frame stopped at a `raise` statement, rather than in a call that
-    raised (a call into C code, or into a frame that TensorFlow's or Keras's
-    traceback filtering removed)."""
-    for instruction in dis.get_instructions(traceback.tb_frame.f_code):
-        if instruction.offset == traceback.tb_lasti:
-            return instruction.opname in _RAISE_OPCODES
-    return False
-
-
 def is_user_error(error: BaseException, code_dirs: tuple[str, ...] = ()) -> bool:
     """Whether `error` is about the user's input, which the message says all about.
 
-    That is an exception our code raised on purpose: a `ValueError` (subclasses
-    included) raised by a `raise` statement of the keras_bert_zoo package or of
-    `code_dirs` (the tool's directory); a `FileNotFoundError`, `FileExistsError`,
-    `NotADirectoryError`, `IsADirectoryError` or `PermissionError` raised there or
-    naming a file; a `UnicodeDecodeError` of a file our code read. The place is the
-    innermost frame of the traceback, where the exception was raised (for `raise X
-    from Y`, where X was). Anything else (`TypeError`, `KeyError`, a `ValueError`
-    raised in TensorFlow, Keras or numpy, ...) is a bug.
+    That is a `UserError` (subclasses included: only our code raises them); a
+    `FileNotFoundError`, `FileExistsError`, `NotADirectoryError`, `IsADirectoryError`
+    or `PermissionError` naming a file, or raised by the keras_bert_zoo package or
+    `code_dirs` (the tool's directory); a `UnicodeDecodeError` of a file our code read.
+    Where an `OSError` or a decode error was raised is the innermost frame of its
+    traceback (for a decode error, the innermost outside the codecs, which decode for
+    the read that called them). Anything else (`TypeError`, `KeyError`, a plain
+    `ValueError`, ours or one raised in TensorFlow, Keras or numpy, ...) is a bug.
     """
-    if not isinstance(error, (ValueError, *_PATH_ERRORS)) or error.__traceback__ is None:
+    if isinstance(error, UserError):
+        return True
+    if not isinstance(error, (*_PATH_ERRORS, UnicodeDecodeError)) or error.__traceback__ is None:
         return False
-    innermost = _innermost(error.__traceback__)
-    if isinstance(error, UnicodeDecodeError):
-        # A text file's read decodes in the codecs module, called from the read.
-        innermost = _innermost(error.__traceback__, skip=_is_codec_frame)
-    ours = _is_under(innermost.tb_frame.f_code.co_filename, (_PACKAGE_DIR, *code_dirs))
-    if isinstance(error, _PATH_ERRORS):
-        return ours or error.filename is not None
-    if isinstance(error, UnicodeDecodeError):
-        return ours
-    return ours and _is_raise_statement(innermost)
+    if isinstance(error, _PATH_ERRORS) and error.filename is not None:
+        return True
+    # A text file's read decodes in the codecs module, called from the read.
+    skip = _is_codec_frame if isinstance(error, UnicodeDecodeError) else (lambda frame: False)
+    innermost = _innermost(error.__traceback__, skip=skip)
+    return _is_under(innermost.tb_frame.f_code.co_filename, (_PACKAGE_DIR, *code_dirs))
 
 
 def user_error_message(error: BaseException) -> str:

@@ -1,10 +1,22 @@
-"""Names that moved to another module keep working for one release, with a warning."""
+"""Names that moved or were renamed keep working for one release, with a warning.
+
+Every deprecated name of this release (a moved module-level name, `moved_names`; a
+renamed config field, `RenamedFields`; a renamed flag, `utils.settings.setting(...,
+old_names=...)`) is removed in the next one: `REMOVAL` says which and when, in every
+warning.
+"""
 
 from __future__ import annotations
 
 import importlib
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+# This release is setup.py's 0.1.0; its deprecated names go in the next one.
+REMOVAL_RELEASE = "0.2.0"
+REMOVAL_DATE = "2027-06-01"
+REMOVAL = f"the next release ({REMOVAL_RELEASE}, {REMOVAL_DATE})"
 
 
 def moved_names(
@@ -42,7 +54,7 @@ def moved_names(
                 if hasattr(module, new_name):
                     warnings.warn(
                         f"{old_module}.{name} moved to {module_name}.{new_name}; the old name "
-                        "will be removed in the next release",
+                        f"will be removed in {REMOVAL}",
                         DeprecationWarning,
                         stacklevel=2,
                     )
@@ -50,3 +62,64 @@ def moved_names(
         raise AttributeError(f"module {old_module!r} has no attribute {name!r}")
 
     return __getattr__
+
+
+class RenamedFields(type):
+    """The metaclass of a dataclass some of whose fields were renamed: `Config(old=...)`
+    and `config.old` keep working for one release, with a `DeprecationWarning`.
+
+    The class lists `RENAMED_FIELDS = {old name: new name}`; the old names are no fields
+    (`dataclasses.fields`, `replace`, `asdict` know only the new ones), so only a caller
+    that writes an old name is warned.
+
+    Example:
+
+    ```python
+    @dataclasses.dataclass
+    class Options(metaclass=RenamedFields):
+        RENAMED_FIELDS: ClassVar = {"export_formats": "checkpoint_layouts"}
+        checkpoint_layouts: tuple[str, ...] = ()
+
+
+    Options(export_formats=("google",)).checkpoint_layouts  # ("google",), and a warning
+    ```
+    """
+
+    RENAMED_FIELDS: ClassVar[Mapping[str, str]] = {}
+
+    def __new__(mcs, name, bases, namespace, **kwargs):
+        cls = super().__new__(mcs, name, bases, namespace, **kwargs)
+        for old, new in namespace.get("RENAMED_FIELDS", {}).items():
+            setattr(cls, old, _renamed_attribute(old, new))
+        return cls
+
+    def __call__(cls, *args: Any, **kwargs: Any):
+        for old, new in cls.RENAMED_FIELDS.items():
+            if old in kwargs:
+                if new in kwargs:
+                    raise TypeError(f"{cls.__name__}() got both {old}= and its new name {new}=")
+                _warn_renamed(cls.__name__, old, new, stacklevel=3)
+                kwargs[new] = kwargs.pop(old)
+        return super().__call__(*args, **kwargs)
+
+
+def _warn_renamed(owner: str, old: str, new: str, stacklevel: int) -> None:
+    warnings.warn(
+        f"{owner}.{old} is {new} now; the old name will be removed in {REMOVAL}",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+
+
+def _renamed_attribute(old: str, new: str) -> property:
+    """`obj.old` reads and writes `obj.new`, warning."""
+
+    def get(self):
+        _warn_renamed(type(self).__name__, old, new, stacklevel=3)
+        return getattr(self, new)
+
+    def set_(self, value):
+        _warn_renamed(type(self).__name__, old, new, stacklevel=3)
+        setattr(self, new, value)
+
+    return property(get, set_, doc=f"Deprecated: the old name of `{new}`.")

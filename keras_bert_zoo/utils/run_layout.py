@@ -16,6 +16,8 @@ predictions/                   prediction files
 ```
 """
 
+from keras_bert_zoo.utils.deprecation import moved_names
+
 CHECKPOINTS_DIR = "checkpoints"
 TRAIN_SUMMARIES_DIR = "train"
 EVAL_SUMMARIES_DIR = "eval"
@@ -26,5 +28,11 @@ EVAL_RESULTS_FILE = "eval_results.json"
 PREDICTIONS_DIR = "predictions"
 # A pretraining run's architecture (Google layout), its resume fingerprint.
 CONFIG_FILE = "bert_config.json"
-EXPORT_FORMATS = ("google", "huggingface")
+# The checkpoint layouts a run may write beside its model (`--checkpoint_layouts`).
+CHECKPOINT_LAYOUTS = ("google", "huggingface")
 EXPORT_DIRS = {"google": "export_google", "huggingface": "export_huggingface"}
+
+# `EXPORT_FORMATS`, the old name of `CHECKPOINT_LAYOUTS`, for one release.
+__getattr__ = moved_names(
+    __name__, [], renamed={"EXPORT_FORMATS": (__name__, "CHECKPOINT_LAYOUTS")}
+)

@@ -12,6 +12,11 @@ A subclass that only changes a default redeclares the field as a plain
 `name: type = value`; the help is found on the base class that declared it with
 `setting` (the dataclass's fields are searched along the MRO).
 
+A renamed setting keeps its old flag name for one release: `setting(...,
+old_names=("export_formats",))` defines `--export_formats` as an alias of the field's
+flag; a command line that uses it gets one warning line saying it will be removed
+(`utils.deprecation.REMOVAL`).
+
 Example:
 
 ```python
@@ -34,15 +39,25 @@ config = LongerOptions(**flag_values_of(LongerOptions, flags.FLAGS))
 from __future__ import annotations
 
 import dataclasses
+import logging
 import types
 import typing
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from keras_bert_zoo.utils.deprecation import REMOVAL
+from keras_bert_zoo.utils.errors import UserError
+
+logger = logging.getLogger(__name__)
+
 HELP = "help"
 CHOICES = "choices"
 LOWER_BOUND = "lower_bound"
 IS_FLAG = "flag"
+OLD_NAMES = "old_names"
+
+# The deprecated flag names a command line used and was warned about: once a process.
+_warned_old_names: set[str] = set()
 
 
 def setting(
@@ -53,6 +68,7 @@ def setting(
     lower_bound: float | None = None,
     flag: bool = True,
     default_factory: Any = dataclasses.MISSING,
+    old_names: Iterable[str] = (),
 ) -> Any:
     """A dataclass field that declares its command-line flag.
 
@@ -64,12 +80,14 @@ def setting(
         flag: False for a field that is a setting but no flag of its own (e.g. a
             dict gathered from other flags).
         default_factory: as `dataclasses.field`'s.
+        old_names: the flag's deprecated names, aliases of it for one release.
     """
     metadata = {
         HELP: help,
         CHOICES: tuple(choices) if choices is not None else None,
         LOWER_BOUND: lower_bound,
         IS_FLAG: flag,
+        OLD_NAMES: tuple(old_names),
     }
     return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
 
@@ -91,6 +109,15 @@ def flag_names(config_class: type) -> list[str]:
         for field in dataclasses.fields(config_class)
         if field_metadata(config_class, field.name).get(IS_FLAG, False)
     ]
+
+
+def old_flag_names(config_class: type) -> dict[str, str]:
+    """`{deprecated flag name: the flag it is an alias of}` of `config_class`'s flags."""
+    return {
+        old: name
+        for name in flag_names(config_class)
+        for old in field_metadata(config_class, name).get(OLD_NAMES, ())
+    }
 
 
 def field_default(config_class: type, name: str) -> Any:
@@ -161,6 +188,33 @@ def define_flags(
         if kind.startswith("multi_") and default is not None:
             default = list(default)
         define_once(flag_values, kind, name, default, metadata[HELP], **kwargs)
+        for old_name in metadata.get(OLD_NAMES, ()):
+            _define_old_name(flag_values, old_name, name)
+
+
+def _define_old_name(flag_values, old_name: str, name: str) -> None:
+    """`--old_name` as an alias of `--name`: absl parses it into `name`'s flag."""
+    from absl import flags
+
+    if old_name in flag_values:
+        return
+    flags.DEFINE_alias(old_name, name, flag_values=flag_values)
+    alias = flag_values[old_name]
+    alias.help = f"Deprecated: the old name of --{name}, removed in {REMOVAL}. Alias for --{name}."
+
+
+def _warn_of_old_names(config_class: type, flag_values) -> None:
+    """One warning line per deprecated flag name the command line used."""
+    for old_name, name in old_flag_names(config_class).items():
+        used = old_name in flag_values and flag_values[old_name].present
+        if used and old_name not in _warned_old_names:
+            _warned_old_names.add(old_name)
+            logger.warning(
+                "--%s is deprecated: it is --%s now; the old name will be removed in %s",
+                old_name,
+                name,
+                REMOVAL,
+            )
 
 
 def flag_values_of(
@@ -172,6 +226,7 @@ def flag_values_of(
     from absl import flags
 
     flag_values = flags.FLAGS if flag_values is None else flag_values
+    _warn_of_old_names(config_class, flag_values)
     values: dict[str, Any] = {}
     for name in flag_names(config_class):
         if name not in flag_values or (given_only and not flag_values[name].present):
@@ -202,6 +257,6 @@ def check_values(config) -> None:
         choices, lowest = metadata.get(CHOICES), metadata.get(LOWER_BOUND)
         values = value if isinstance(value, tuple | list) else (value,)
         if choices and any(isinstance(v, str) and v not in choices for v in values):
-            raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+            raise UserError(f"{name} must be one of {choices}, got {value!r}")
         if lowest is not None and value is not None and value < lowest:
-            raise ValueError(f"{name} must be >= {lowest}, got {value}")
+            raise UserError(f"{name} must be >= {lowest}, got {value}")

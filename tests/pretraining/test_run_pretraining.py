@@ -236,7 +236,7 @@ def test_packed_sequences_follow_the_padded_run(data, tmp_path, packed_batch_key
                 bert_config_file=str(config_file),
                 num_train_steps=8,
                 eval_input_file=None,
-                export_formats=(),
+                checkpoint_layouts=(),
                 packed_sequences=packed_sequences,
             )
         ).training
@@ -263,7 +263,7 @@ def test_dynamic_text_and_remasked_records_train(data, tmp_path):
                 max_predictions_per_seq=PREDICTIONS,
                 num_train_steps=4,
                 eval_steps=1,
-                export_formats=(),
+                checkpoint_layouts=(),
             )
         )
         assert result.step == 4 and np.all(np.isfinite(result.training.losses)), mode
@@ -287,7 +287,7 @@ def test_phase2_extends_the_position_table(phase1, data, tmp_path):
             # One step of a vanishing learning rate: the loaded weights stay (to 1e-9).
             learning_rate=1e-12,
             weight_decay=0.0,
-            export_formats=("huggingface",),
+            checkpoint_layouts=("huggingface",),
         )
     )
     assert result.max_seq_length == 128
@@ -399,7 +399,7 @@ def test_export_mode_writes_the_runs_model(phase1, data, tmp_path):
             mode="export",
             input_file=None,
             init_checkpoint=phase1.config.output_dir,
-            export_formats=("huggingface",),
+            checkpoint_layouts=("huggingface",),
         )
     )
     assert result.mode == "export" and result.step == PHASE1_STEPS and not result.eval_results
@@ -477,6 +477,6 @@ def test_corrupt_record_is_named(data, tmp_path):
                 input_file=str(damaged),
                 eval_input_file=None,
                 num_train_steps=50,
-                export_formats=(),
+                checkpoint_layouts=(),
             )
         )

@@ -9,6 +9,7 @@ flags must be generated from), and absl's parser (what a user's command line giv
 import dataclasses
 import pathlib
 import re
+import warnings
 
 import pytest
 from absl import flags
@@ -16,7 +17,7 @@ from absl import flags
 from keras_bert_zoo import tasks
 from keras_bert_zoo.runners import configs, finetuning, pretraining
 from keras_bert_zoo.training import flags as training_flags
-from keras_bert_zoo.utils import settings
+from keras_bert_zoo.utils import deprecation, settings
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -49,7 +50,10 @@ def test_every_flag_comes_from_a_config_field_with_its_help(tool):
     define_flags(flag_values)
     fields = {field.name: field for field in dataclasses.fields(config_class)}
     options = tasks.all_task_options() if tool != "run_pretraining" else {}
-    defined = set(flag_values)
+    # A renamed flag's old name is an alias of the field's flag, for one release.
+    old_names = settings.old_flag_names(config_class)
+    assert old_names == {"export_formats": "checkpoint_layouts"}, tool
+    defined = set(flag_values) - set(old_names)
     assert defined, tool
     for name in defined:
         flag = flag_values[name]
@@ -76,11 +80,12 @@ def test_every_flag_comes_from_a_config_field_with_its_help(tool):
 def test_a_redeclared_default_keeps_the_base_help_and_the_job_default():
     flag_values = flags.FlagValues()
     finetuning.define_flags(flag_values)
-    flag_values(["run_finetuning", "--export_formats=google", "--mode=export", "--seed=3"])
+    flag_values(["run_finetuning", "--checkpoint_layouts=google", "--mode=export", "--seed=3"])
     config = finetuning.config_from_flags(flag_values)
     assert config.learning_rate == 5e-5 != training_flags.TrainingOptions.learning_rate
     assert flag_values["learning_rate"].help == "Peak learning rate."
-    assert config.export_formats == ("google",) and config.mode == "export" and config.seed == 3
+    assert config.checkpoint_layouts == ("google",) and config.mode == "export"
+    assert config.seed == 3
 
 
 def test_the_job_binaries_define_no_flag_of_their_own():
@@ -141,3 +146,64 @@ def test_every_flag_the_readme_names_is_a_flag_of_the_job(tool, titles):
     for title in titles:
         named = _flags_in(_readme_section(text, title), tool)
         assert named and named <= known, (title, sorted(named - known))
+
+
+# === --checkpoint_layouts, formerly --export_formats ===
+
+
+@pytest.mark.parametrize("tool", sorted(JOBS))
+def test_both_spellings_of_checkpoint_layouts_give_the_field(tool, caplog, monkeypatch):
+    monkeypatch.setattr(settings, "_warned_old_names", set())
+    define_flags, config_class = JOBS[tool]
+    read = {
+        "run_finetuning": finetuning.config_from_flags,
+        "run_pretraining": pretraining.config_from_flags,
+        "run_distillation": configs.config_from_distillation_flags,
+    }[tool]
+    configs_read = {}
+    for flag in ("checkpoint_layouts", "export_formats"):
+        flag_values = flags.FlagValues()
+        define_flags(flag_values)
+        flag_values([tool, f"--{flag}=google", f"--{flag}=huggingface"])
+        with caplog.at_level("WARNING", logger=settings.__name__):
+            caplog.clear()
+            configs_read[flag] = read(flag_values)
+            settings.flag_values_of(config_class, flag_values)  # read again: no new warning
+        lines = [r.getMessage() for r in caplog.records if r.name == settings.__name__]
+        if flag == "checkpoint_layouts":
+            assert lines == []
+        else:
+            # One line, once, saying what replaces it and when it goes.
+            assert lines == [
+                "--export_formats is deprecated: it is --checkpoint_layouts now; the old name "
+                f"will be removed in {deprecation.REMOVAL}"
+            ]
+            assert "\n" not in lines[0] and "next release" in lines[0]
+    for config in configs_read.values():
+        assert config.checkpoint_layouts == ("google", "huggingface")
+    assert "--checkpoint_layouts" in flag_values["export_formats"].help
+    assert deprecation.REMOVAL_RELEASE in flag_values["export_formats"].help
+
+
+def test_the_old_flag_name_given_only_is_what_the_run_was_given():
+    flag_values = flags.FlagValues()
+    finetuning.define_flags(flag_values)
+    flag_values(["run_finetuning", "--export_formats=huggingface", "--seed=3"])
+    given = finetuning.explicit_flag_values(flag_values)
+    assert given["checkpoint_layouts"] == ("huggingface",) and "export_formats" not in given
+
+
+def test_the_old_field_name_works_with_a_deprecation_warning():
+    with pytest.warns(DeprecationWarning, match="export_formats is checkpoint_layouts now"):
+        config = configs.FinetuningConfig(export_formats=("google",))
+    assert config.checkpoint_layouts == ("google",)
+    with pytest.warns(DeprecationWarning, match=deprecation.REMOVAL_DATE):
+        assert config.export_formats == ("google",)
+    # The new name alone warns of nothing, and replace() knows only the new field.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        assert configs.PretrainingConfig().checkpoint_layouts == ("google", "huggingface")
+        assert dataclasses.replace(config, seed=4).checkpoint_layouts == ("google",)
+    assert "export_formats" not in {field.name for field in dataclasses.fields(config)}
+    with pytest.raises(TypeError, match="both export_formats= and"):
+        configs.FinetuningConfig(export_formats=("google",), checkpoint_layouts=())

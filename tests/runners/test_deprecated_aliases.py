@@ -74,3 +74,101 @@ def test_renamed_and_unknown_names():
 
     with pytest.raises(AttributeError, match="no_such_name"):
         finetuning.no_such_name  # noqa: B018
+
+
+# Names with one meaning each (issue 44): sequence packing in its own package, the
+# records' full scan where records are read, checkpoint layouts named as such.
+# (old module, old name, new module, new name)
+RENAMED = [
+    ("keras_bert_zoo.models.packing", "pack_batch", "keras_bert_zoo.models.sequence_packing.batch"),
+    (
+        "keras_bert_zoo.models.packing",
+        "PACKED_ROW_KEYS",
+        "keras_bert_zoo.models.sequence_packing.batch",
+    ),
+    (
+        "keras_bert_zoo.models.packed",
+        "packed_outputs",
+        "keras_bert_zoo.models.sequence_packing.forward",
+    ),
+    (
+        "keras_bert_zoo.models.packed",
+        "packed_loss_fn",
+        "keras_bert_zoo.models.sequence_packing.forward",
+    ),
+    (
+        "keras_bert_zoo.models.packed",
+        "check_supported",
+        "keras_bert_zoo.models.sequence_packing.forward",
+    ),
+    ("keras_bert_zoo.data.packing", "packed_dataset_fn", "keras_bert_zoo.data.sequence_packing"),
+    ("keras_bert_zoo.data.packing", "packed_dataset", "keras_bert_zoo.data.sequence_packing"),
+    ("keras_bert_zoo.data.packing", "pack_batch", "keras_bert_zoo.data.sequence_packing"),
+    (
+        "keras_bert_zoo.data.packing",
+        "SEQUENCE_IDS",
+        "keras_bert_zoo.models.sequence_packing.batch",
+    ),
+    (
+        "keras_bert_zoo.pretraining.writer",
+        "verify_pretraining_records",
+        "keras_bert_zoo.data.pretraining_records",
+    ),
+]
+RENAMED = [(old, name, new, name) for old, name, new in RENAMED] + [
+    (
+        "keras_bert_zoo.utils.run_layout",
+        "EXPORT_FORMATS",
+        "keras_bert_zoo.utils.run_layout",
+        "CHECKPOINT_LAYOUTS",
+    ),
+    (
+        "keras_bert_zoo.runners.run_dir",
+        "EXPORT_FORMATS",
+        "keras_bert_zoo.utils.run_layout",
+        "CHECKPOINT_LAYOUTS",
+    ),
+    (
+        "keras_bert_zoo.runners.finetuning",
+        "EXPORT_FORMATS",
+        "keras_bert_zoo.utils.run_layout",
+        "CHECKPOINT_LAYOUTS",
+    ),
+    (
+        "keras_bert_zoo.runners.pretraining",
+        "EXPORT_FORMATS",
+        "keras_bert_zoo.utils.run_layout",
+        "CHECKPOINT_LAYOUTS",
+    ),
+    (
+        "keras_bert_zoo.runners.run_dir",
+        "check_export_formats",
+        "keras_bert_zoo.runners.run_dir",
+        "check_checkpoint_layouts",
+    ),
+]
+
+
+@pytest.mark.parametrize(("old_module", "name", "new_module", "new_name"), RENAMED)
+def test_renamed_names_warn_with_their_removal_and_are_the_new_objects(
+    old_module, name, new_module, new_name
+):
+    from keras_bert_zoo.utils.deprecation import REMOVAL
+
+    old = importlib.import_module(old_module)
+    with pytest.warns(DeprecationWarning, match=f"{name} moved to {new_module}.{new_name}") as w:
+        value = getattr(old, name)
+    assert REMOVAL in str(w[0].message) and "next release" in REMOVAL
+    assert value is getattr(importlib.import_module(new_module), new_name)
+
+
+def test_the_removal_is_dated_for_the_release_after_this_one():
+    import pathlib
+    import re
+
+    from keras_bert_zoo.utils import deprecation
+
+    setup = pathlib.Path(__file__).resolve().parents[2] / "setup.py"
+    version = re.search(r'version="(\d+)\.(\d+)\.\d+"', setup.read_text(encoding="utf-8"))
+    assert deprecation.REMOVAL_RELEASE == f"{version[1]}.{int(version[2]) + 1}.0"
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", deprecation.REMOVAL_DATE)

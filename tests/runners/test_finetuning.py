@@ -191,7 +191,7 @@ def test_conll2003_runner_scores_with_seqeval_and_predicts_from_the_hf_export(tm
             task_options={"window_stride": 5},
             train_batch_size=16,
             num_train_steps=48,
-            export_formats=("huggingface",),
+            checkpoint_layouts=("huggingface",),
         )
     )
     losses = result.training.losses
@@ -262,7 +262,7 @@ def test_swag_runner_accuracy_matches_sklearn_and_predicts_from_the_google_expor
             train_batch_size=8,
             num_train_steps=36,
             learning_rate=3e-3,
-            export_formats=("google",),
+            checkpoint_layouts=("google",),
         )
     )
     losses = result.training.losses
@@ -320,7 +320,7 @@ def test_main_job_path_on_pang_lee_and_transformers_reads_the_export(
             num_train_epochs=3.0,
             learning_rate=1e-3,
             export_best=True,
-            export_formats=("huggingface",),
+            checkpoint_layouts=("huggingface",),
             progress="none",
         ),
         out=printed,

@@ -138,7 +138,7 @@ def multi_worker_run(data):
         steps_per_loop=8,
         eval_every=8,
         export_best="false",
-        export_formats="google",
+        checkpoint_layouts="google",
     )
     codes, outputs = _run_cluster(args)
     assert codes == [0, 0], _failure(codes, outputs)

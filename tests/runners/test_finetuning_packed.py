@@ -66,7 +66,7 @@ def test_packed_run_follows_the_padded_loss_trajectory(
                 learning_rate=2e-3,
                 lr_schedule="constant",
                 steps_per_loop=4,
-                export_formats=(),
+                checkpoint_layouts=(),
                 progress="none",
                 packed_sequences=packed_sequences,
             )

@@ -59,9 +59,9 @@ def _weights(directory):
     return tasks.load_finetuned(str(directory)).model.get_weights()
 
 
-def test_export_formats_default_to_none_for_fine_tuning_and_both_for_pretraining():
-    assert FinetuningConfig().export_formats == ()
-    assert PretrainingConfig().export_formats == ("google", "huggingface")
+def test_checkpoint_layouts_default_to_none_for_fine_tuning_and_both_for_pretraining():
+    assert FinetuningConfig().checkpoint_layouts == ()
+    assert PretrainingConfig().checkpoint_layouts == ("google", "huggingface")
 
 
 def test_a_run_writes_no_checkpoint_layout_unless_asked(checkpoint, tmp_path):
@@ -95,7 +95,7 @@ def test_final_model_that_is_the_best_is_stored_once(checkpoint, tmp_path):
         result.tokenizer,
         step=7,
         eval_results=None,
-        export_formats=(),
+        checkpoint_layouts=(),
         same_model_dir=str(best),
     )
     assert not _same_file(best, final, "model.keras")

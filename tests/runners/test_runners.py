@@ -115,7 +115,7 @@ def _finetuning_config(files, output_dir, **overrides):
         num_train_steps=6,
         eval_every=3,
         task_options={"train_file": "train.tsv", "eval_file": "dev.tsv"},
-        export_formats=("huggingface",),
+        checkpoint_layouts=("huggingface",),
     )
     settings.update(overrides)
     return helpers.quick_config(**settings)
@@ -136,7 +136,7 @@ def _pretraining_config(files, output_dir, **overrides):
         eval_every=3,
         steps_per_loop=3,
         shuffle_buffer=16,
-        export_formats=("google",),
+        checkpoint_layouts=("google",),
         progress="none",
     )
     settings.update(overrides)

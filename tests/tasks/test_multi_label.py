@@ -213,7 +213,7 @@ def test_multi_label_run_end_to_end(tmp_path):
         train_batch_size=8,
         num_train_steps=60,
         task_options={"label_column": "labels", "multi_label": True, "tune_thresholds": True},
-        export_formats=("huggingface",),
+        checkpoint_layouts=("huggingface",),
     )
     result = finetuning.run_finetuning(config)
     task, model, preprocessor = result.task, result.model, result.preprocessor

@@ -134,7 +134,7 @@ def test_glue_task_fine_tunes_evaluates_and_writes_submission_files(
             train_batch_size=4,
             num_train_steps=64,
             learning_rate=2e-3,
-            export_formats=("google", "huggingface"),
+            checkpoint_layouts=("google", "huggingface"),
         )
     )
     task, model, preprocessor = result.task, result.model, result.preprocessor

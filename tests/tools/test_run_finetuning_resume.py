@@ -70,7 +70,7 @@ def _args(data_dir, checkpoint, output_dir):
         f"--checkpoint_every={CHECKPOINT_EVERY}",
         "--keep_checkpoints=2",
         f"--eval_every={EVAL_EVERY}",
-        "--export_formats=google",
+        "--checkpoint_layouts=google",
         "--seed=7",
         "--progress=log",
     ]

@@ -4,8 +4,10 @@ The subprocess tests run the tools exactly as a user does (`python tools/<name>.
 on a realistic mistake each and check: exit status != 0, no traceback on stderr, the
 last line of stderr is `<tool>: error: <message>` naming the file, line or flag, and
 the output the command names (--output_dir, --output_file, ...) was not created. The
-in-process tests check `keras_bert_zoo.utils.cli`'s classification: an error raised
-on purpose by our code is the user's, anything else is a bug and keeps its traceback.
+in-process tests check `keras_bert_zoo.utils.cli`'s classification: a `UserError`
+raised by our code is the user's, and so is an `OSError` about a path or a decode error
+of a file our code read; anything else (a plain `ValueError` too) is a bug and keeps its
+traceback.
 """
 
 import concurrent.futures
@@ -217,16 +219,22 @@ _PACKAGE_CODE = textwrap.dedent(
     import tensorflow as tf
     import keras
 
+    from keras_bert_zoo.utils.errors import UserError
+
 
     def raise_on_purpose():
-        raise ValueError("data/train.tsv:3: 1 columns where the file has 2")
+        raise UserError("data/train.tsv:3: 1 columns where the file has 2")
 
 
     def raise_chained():
         try:
             {}["label"]
         except KeyError as error:
-            raise ValueError("--label_column=label: no such column") from error
+            raise UserError("--label_column=label: no such column") from error
+
+
+    def raise_plain_value_error():
+        raise ValueError("an argument check of ours that is no user error")
 
 
     def open_missing(path):
@@ -325,6 +333,7 @@ def test_os_and_decode_errors_of_our_reads_are_user_errors(package_code, tmp_pat
         "call_keras_layer",
         "type_error",
         "key_error",
+        "raise_plain_value_error",
     ],
 )
 def test_errors_raised_elsewhere_or_of_other_types_are_bugs(package_code, function):
@@ -346,6 +355,59 @@ def test_wrapped_main_prints_one_line_and_exits_1(package_code, capsys, monkeypa
     assert capsys.readouterr().err == (
         "run_finetuning: error: data/train.tsv:3: 1 columns where the file has 2\n"
     )
+
+
+def test_a_user_error_is_one_line_wherever_raised_and_a_plain_value_error_a_bug(
+    package_code, capsys, monkeypatch
+):
+    from keras_bert_zoo.utils.errors import UserError
+
+    monkeypatch.delenv(cli.TRACEBACK_ENV, raising=False)
+    monkeypatch.setattr(sys, "argv", ["tools/run_finetuning.py"])
+
+    def raise_user_error(argv):  # raised in a test file: the class decides, not the place
+        raise UserError("--train_file=x.tsv: no such column: label")
+
+    assert issubclass(UserError, ValueError)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.wrap(raise_user_error)(["run_finetuning"])
+    assert exit_info.value.code == 1
+    assert capsys.readouterr().err == (
+        "run_finetuning: error: --train_file=x.tsv: no such column: label\n"
+    )
+    # Raised by our code, but not a UserError: a bug, with its traceback.
+    with pytest.raises(ValueError, match="no user error") as raised:
+        cli.wrap(lambda argv: package_code["raise_plain_value_error"]())(["run_finetuning"])
+    assert type(raised.value) is ValueError and raised.value.__traceback__ is not None
+    assert capsys.readouterr().err == ""
+
+
+def test_the_package_error_families_are_user_errors():
+    from keras_bert_zoo.checkpoints.naming import CheckpointError
+    from keras_bert_zoo.pretraining.beam_pipeline import BeamNotInstalledError
+    from keras_bert_zoo.pretraining.corpus import CorpusError
+    from keras_bert_zoo.tasks.sentence.readers import InputFileError
+    from keras_bert_zoo.training.checkpointing import CheckpointMismatchError
+    from keras_bert_zoo.training.distribute import StrategyError
+    from keras_bert_zoo.utils.errors import UserError
+
+    for family in (
+        CheckpointError,
+        BeamNotInstalledError,
+        CorpusError,
+        InputFileError,
+        CheckpointMismatchError,
+        StrategyError,
+    ):
+        assert issubclass(family, UserError), family
+        assert cli.is_user_error(_raised(_raiser(family))), family
+
+
+def _raiser(family):
+    def raise_it():
+        raise family("the input is wrong")
+
+    return raise_it
 
 
 def test_wrapped_main_lets_bugs_and_traceback_requests_through(package_code, monkeypatch):

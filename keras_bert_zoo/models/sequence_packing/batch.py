@@ -66,6 +66,7 @@ from collections.abc import Mapping
 import tensorflow as tf
 
 from keras_bert_zoo.inputs import INPUT_MASK, INPUT_TYPE_IDS, INPUT_WORD_IDS, MASKED_LM_POSITIONS
+from keras_bert_zoo.utils.errors import UserError
 
 POSITION_IDS = "position_ids"
 SEQUENCE_IDS = "sequence_ids"
@@ -155,9 +156,9 @@ def pack_batch(
         `masked_lm_positions` `[batch, P]` if given.
     """
     if row_bucket < 1:
-        raise ValueError(f"row_bucket must be >= 1, got {row_bucket}")
+        raise UserError(f"row_bucket must be >= 1, got {row_bucket}")
     if micro_batches < 1:
-        raise ValueError(f"micro_batches must be >= 1, got {micro_batches}")
+        raise UserError(f"micro_batches must be >= 1, got {micro_batches}")
     missing = [k for k in (INPUT_WORD_IDS, INPUT_MASK, INPUT_TYPE_IDS) if k not in x]
     if missing:
         raise KeyError(f"pack_batch needs {missing}; the batch has {sorted(x)}")
