@@ -18,6 +18,7 @@ from keras_bert_zoo.tasks.pretraining import INPUT_MODES
 from keras_bert_zoo.training.flags import TrainingFlags
 from keras_bert_zoo.utils import settings
 from keras_bert_zoo.utils.deprecation import RenamedFields
+from keras_bert_zoo.utils.errors import UserError
 from keras_bert_zoo.utils.run_layout import CHECKPOINT_LAYOUTS
 from keras_bert_zoo.utils.settings import setting
 
@@ -139,7 +140,7 @@ class FinetuningConfig(JobOptions):
         super().__post_init__()
         self.task_options = dict(self.task_options)
         if self.num_train_epochs <= 0 and not self.num_train_steps:
-            raise ValueError(f"num_train_epochs must be positive, got {self.num_train_epochs}")
+            raise UserError(f"num_train_epochs must be positive, got {self.num_train_epochs}")
 
     @property
     def trains(self) -> bool:
@@ -271,7 +272,7 @@ class PretrainingConfig(JobOptions):
     def __post_init__(self):
         super().__post_init__()
         if self.bert_config_file and self.preset:
-            raise ValueError("Pass only one of bert_config_file and preset")
+            raise UserError("Pass only one of bert_config_file and preset")
 
 
 def pretraining_flag_names() -> list[str]:

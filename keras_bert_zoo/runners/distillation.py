@@ -49,6 +49,7 @@ from keras_bert_zoo.runners.configs import (
 from keras_bert_zoo.tasks.saving import finetuned_tokenizer, read_task_description
 from keras_bert_zoo.training import distribute
 from keras_bert_zoo.utils.atomic import write_json_atomically
+from keras_bert_zoo.utils.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -98,20 +99,20 @@ def parse_student_layers(value: str | None, num_teacher_layers: int) -> list[int
     try:
         numbers = [int(part) for part in text.split(",")]
     except ValueError:
-        raise ValueError(
+        raise UserError(
             f"--student_layers={text}: expected block indices (0,2,4) or a count (3)"
         ) from None
     if "," not in text:
         count = numbers[0]
         if not 1 <= count <= num_teacher_layers:
-            raise ValueError(
+            raise UserError(
                 f"--student_layers={text}: a count from 1 to the teacher's {num_teacher_layers} "
                 "blocks"
             )
         return evenly_spaced_layers(num_teacher_layers, count)
     bad = [n for n in numbers if not 0 <= n < num_teacher_layers]
     if bad or len(set(numbers)) != len(numbers):
-        raise ValueError(
+        raise UserError(
             f"--student_layers={text}: distinct block indices from 0 to "
             f"{num_teacher_layers - 1} (the teacher has {num_teacher_layers} blocks)"
         )
@@ -126,7 +127,7 @@ def parse_layer_map(value: str | None) -> list[tuple[int, int]] | None:
     for part in str(value).split(","):
         student, colon, teacher = part.strip().partition(":")
         if not colon or not student.strip().isdigit() or not teacher.strip().isdigit():
-            raise ValueError(
+            raise UserError(
                 f"--layer_map={value}: expected student:teacher block pairs, e.g. 0:1,1:3,2:5 "
                 f"(got {part.strip()!r})"
             )
@@ -145,12 +146,12 @@ class DistillationJob(finetuning.FinetuningJob):
     def check_inputs(self) -> None:
         config = self.config
         if not config.teacher:
-            raise ValueError(
+            raise UserError(
                 "--teacher is required: a fine-tuned directory (finetuned/, best/) or a "
                 "fine-tuning run's --output_dir"
             )
         if config.student and config.student_layers:
-            raise ValueError(
+            raise UserError(
                 "pass --student (a preset or checkpoint) or --student_layers (the teacher's "
                 "own blocks), not both"
             )
@@ -159,13 +160,13 @@ class DistillationJob(finetuning.FinetuningJob):
         parse_layer_map(config.layer_map)
         if config.cache_teacher_outputs:
             if config.hidden_state_weight or config.attention_weight:
-                raise ValueError(
+                raise UserError(
                     "--cache_teacher_outputs holds the teacher's outputs, not its blocks: "
                     "--hidden_state_weight and --attention_weight need the teacher at every "
                     "step"
                 )
             if not config.soft_target_weight:
-                raise ValueError(
+                raise UserError(
                     "--cache_teacher_outputs with --soft_target_weight=0: no term reads the "
                     "teacher's outputs"
                 )
@@ -178,7 +179,7 @@ class DistillationJob(finetuning.FinetuningJob):
         config = self.config
         teacher = sources.resolve_weight_source(config.teacher, flag="--teacher")
         if teacher.kind != sources.FINETUNED:
-            raise ValueError(
+            raise UserError(
                 f"--teacher={config.teacher} is a {teacher.kind.replace('_', ' ')}, not a "
                 "fine-tuned model: give a directory run_finetuning.py wrote (model.keras, "
                 "vocab.txt, task.json) or its --output_dir"
@@ -210,7 +211,7 @@ class DistillationJob(finetuning.FinetuningJob):
         from keras_bert_zoo.text.vocab import load_vocab
 
         if load_vocab(source.vocab_file) != self.tokenizer.get_vocabulary():
-            raise ValueError(
+            raise UserError(
                 f"--student={self.config.student}: its vocabulary {source.vocab_file} is not "
                 f"the teacher's ({self.teacher_source.path}); the student reads the teacher's "
                 "token ids"
@@ -273,7 +274,7 @@ class DistillationJob(finetuning.FinetuningJob):
             # A preset is an architecture: it reads the teacher's vocabulary.
             bert_config = dataclasses.replace(bert_config, vocab_size=vocab_size)
         elif bert_config.vocab_size < vocab_size:
-            raise ValueError(
+            raise UserError(
                 f"--student={source.given}: its word-embedding table has "
                 f"{bert_config.vocab_size} rows, the teacher's vocabulary {vocab_size} tokens"
             )

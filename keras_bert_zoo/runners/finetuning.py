@@ -73,6 +73,7 @@ from keras_bert_zoo.tasks.saving import TASK_FILE, read_task_description, task_d
 from keras_bert_zoo.tasks.task import Task
 from keras_bert_zoo.utils.atomic import write_json_atomically
 from keras_bert_zoo.utils.deprecation import moved_names
+from keras_bert_zoo.utils.errors import UserError
 from keras_bert_zoo.utils.run_layout import (
     BEST_DIR,
     CHECKPOINT_LAYOUTS,
@@ -160,7 +161,7 @@ class FinetuningJob(Job):
 
     def check_inputs(self) -> None:
         if self.config.trains and not self.config.task:
-            raise ValueError(f"--task is required to train; choose from {registry.list_tasks()}")
+            raise UserError(f"--task is required to train; choose from {registry.list_tasks()}")
 
     # --- Training ---
 
@@ -200,7 +201,7 @@ class FinetuningJob(Job):
         self.last_answers: dict[str, Any] = {}
         if self.evaluates and not self.eval_sets:
             hint = "use --mode=train, or " if self.config.trains else ""
-            raise ValueError(
+            raise UserError(
                 f"{task.task_name} has no eval split here ({splits}); {hint}give it "
                 "evaluation data (e.g. --eval_file or --heldout_fraction)"
             )
@@ -209,7 +210,7 @@ class FinetuningJob(Job):
         config = self.config
         steps = config.num_train_steps or int(self.steps_per_epoch * config.num_train_epochs)
         if steps < 1:
-            raise ValueError(
+            raise UserError(
                 f"{self._training_set()} at --train_batch_size="
                 f"{config.train_batch_size} for {config.num_train_epochs} epochs make no step"
             )
@@ -223,7 +224,7 @@ class FinetuningJob(Job):
             try:
                 packed.check_supported(model)
             except TypeError as error:
-                raise ValueError(
+                raise UserError(
                     f"--packed_sequences does not apply to task {self.task.task_name!r}: it "
                     f"trains a {type(model).__name__}, whose outputs or inputs are not one per "
                     f"example; packed batches train "
@@ -325,7 +326,7 @@ class FinetuningJob(Job):
                 run_outputs.check_saved_task(config, description, source.path)
             task_name = description["task_name"] if description else config.task
             if not task_name:
-                raise ValueError(
+                raise UserError(
                     f"--task is required: {source.path} does not say which task it was tuned on"
                 )
             if config.do_lower_case is None and description is not None:
@@ -335,7 +336,7 @@ class FinetuningJob(Job):
             model = source.load_task_model(self.task, f"--mode={config.mode}")
             step = None
         else:
-            raise ValueError(
+            raise UserError(
                 f"--init_checkpoint={given} is a {source.kind.replace('_', ' ')}: it holds no "
                 f"trained task head, and --mode={config.mode} needs a fine-tuned model"
             )
@@ -347,7 +348,7 @@ class FinetuningJob(Job):
         task = self.task
         splits = task.split_names()
         if not splits["predict"]:
-            raise ValueError(
+            raise UserError(
                 f"{task.task_name} has no predict split here ({splits}): give it the file "
                 "to predict (e.g. --predict_file) or the test files in --data_dir"
             )

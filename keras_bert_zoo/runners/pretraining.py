@@ -46,6 +46,7 @@ from keras_bert_zoo.runners.runner import Job, LoadedModel, Runner, RunResult, t
 from keras_bert_zoo.tasks import pretraining as pretraining_task
 from keras_bert_zoo.tasks.pretraining import PretrainingTask
 from keras_bert_zoo.utils.deprecation import moved_names
+from keras_bert_zoo.utils.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ class PretrainingJob(Job):
                 max_predictions_per_seq=config.max_predictions_per_seq,
             )
         elif self.mode == "eval" and not config.eval_input_file:
-            raise ValueError("--mode=eval needs --eval_input_file (held-out pretraining records)")
+            raise UserError("--mode=eval needs --eval_input_file (held-out pretraining records)")
         given = self.train_input or config
         if config.eval_input_file and self.mode != "export":
             self.eval_input = pretraining_task.resolve_record_input(
@@ -228,7 +229,7 @@ class PretrainingJob(Job):
             )
         source = sources.resolve_weight_source(given or self.output_dir)
         if not source.has_weights:
-            raise ValueError(f"--mode={self.mode} needs trained weights; {given} is a preset")
+            raise UserError(f"--mode={self.mode} needs trained weights; {given} is a preset")
         task = self._make_task(source, training=False)
         model, step = task.build_model(), None
         if source.kind == sources.PRETRAINING_RUN:  # a run's checkpoint: its step is known

@@ -64,7 +64,7 @@ def check_same_run(
     fingerprint file) and `current` must agree on every key of `keys`."""
     for key in keys:
         if json_safe(saved.get(key)) != json_safe(current.get(key)):
-            raise ValueError(
+            raise UserError(
                 f"{path}: this output directory holds a run with {key}={saved.get(key)!r}, "
                 f"but this run has {current.get(key)!r}. Use another --output_dir (or "
                 "delete this one) to start a different run"

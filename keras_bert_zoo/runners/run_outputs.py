@@ -34,6 +34,7 @@ from keras_bert_zoo.utils.atomic import (
     remove_stale_temporaries,
     write_json_atomically,
 )
+from keras_bert_zoo.utils.errors import UserError
 from keras_bert_zoo.utils.keras_archive import same_keras_archive
 
 logger = logging.getLogger(__name__)
@@ -72,12 +73,12 @@ def check_saved_task(config, description: Mapping[str, Any], where: str) -> None
     the ones the run asks for (`config.task`, `config.do_lower_case`)."""
     saved_name = description["task_name"]
     if config.task is not None and config.task != saved_name:
-        raise ValueError(
+        raise UserError(
             f"--task={config.task} but {where} holds a model fine-tuned on {saved_name}"
         )
     saved_lowercase = bool(description["lowercase"])
     if config.do_lower_case is not None and bool(config.do_lower_case) != saved_lowercase:
-        raise ValueError(
+        raise UserError(
             f"--do_lower_case={config.do_lower_case} contradicts "
             f"{os.path.join(where, TASK_FILE)}: the model was fine-tuned with "
             f"lowercase={saved_lowercase}"
@@ -93,7 +94,7 @@ def read_splits(task, splits: Sequence[str]) -> dict[str, list]:
     for split in splits:
         examples[split] = task.read(split)
         if not examples[split]:
-            raise ValueError(f"{task.task_name}: the {split} split has no examples")
+            raise UserError(f"{task.task_name}: the {split} split has no examples")
     return examples
 
 

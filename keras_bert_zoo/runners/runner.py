@@ -42,6 +42,7 @@ from typing import Any, ClassVar
 
 from keras_bert_zoo.runners import run_dir
 from keras_bert_zoo.training import distribute
+from keras_bert_zoo.utils.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ class Job(abc.ABC):
 
     def __init__(self, config):
         if not config.output_dir:
-            raise ValueError("--output_dir is required")
+            raise UserError("--output_dir is required")
         self.config = dataclasses.replace(config, output_dir=os.path.abspath(config.output_dir))
         self.output_dir = self.config.output_dir
         self.num_train_steps: int | None = None
@@ -298,7 +299,7 @@ class Runner:
         job = self.job
         mode = job.mode
         if mode not in job.modes:
-            raise ValueError(f"--mode={mode} is not a mode of this job; choose from {job.modes}")
+            raise UserError(f"--mode={mode} is not a mode of this job; choose from {job.modes}")
         job.check_inputs()
         self.setup_strategy()
         self.history = run_dir.EvalHistory(

@@ -31,6 +31,7 @@ from keras_bert_zoo.tasks.saving import (
     load_finetuned,
     read_task_description,
 )
+from keras_bert_zoo.utils.errors import UserError
 from keras_bert_zoo.utils.run_layout import (  # noqa: F401 - re-exported
     BEST_DIR,
     CHECKPOINTS_DIR,
@@ -113,7 +114,7 @@ class WeightSource:
     def load_finetuned(self, data_dir: str | None = None):
         """The `tasks.FinetunedModel` of a `FINETUNED` source."""
         if self.kind != FINETUNED:
-            raise ValueError(f"{self.given} is not a fine-tuned directory")
+            raise UserError(f"{self.given} is not a fine-tuned directory")
         if data_dir is None:
             return self._finetuned
         return load_finetuned(self.path, data_dir=data_dir)
@@ -173,11 +174,11 @@ class WeightSource:
         from keras_bert_zoo.models import BertEncoder
 
         if self.kind != CHECKPOINT:
-            raise ValueError(f"{self.given} is not a checkpoint directory")
+            raise UserError(f"{self.given} is not a checkpoint directory")
         model = task.build_model(BertEncoder.from_bert_config(self.bert_config))
         report = load_weights(model, self.path)
         if report.new_heads:
-            raise ValueError(
+            raise UserError(
                 f"{self.path} holds no trained {task.task_name} head (missing: "
                 f"{', '.join(report.new_heads)}): {needed_by} needs a fine-tuned model"
             )
@@ -229,7 +230,7 @@ def resolve_weight_source(
     from keras_bert_zoo.config import list_presets
 
     if not given:
-        raise ValueError(
+        raise UserError(
             f"{flag} is required: {WHAT_IS_ACCEPTED} ({', '.join(list_presets())}; installed: "
             f"{', '.join(list_installed_checkpoints())})"
         )
@@ -278,7 +279,7 @@ def make_tokenizer(vocab_file: str, do_lower_case: bool | None, *, flag="--do_lo
     except ValueError as error:
         if do_lower_case is None:
             raise
-        raise ValueError(f"{flag}={do_lower_case} contradicts {vocab_file}: {error}") from error
+        raise UserError(f"{flag}={do_lower_case} contradicts {vocab_file}: {error}") from error
 
 
 def check_vocab_fits(vocab_file: str, bert_config, size: int | None = None) -> None:
@@ -290,7 +291,7 @@ def check_vocab_fits(vocab_file: str, bert_config, size: int | None = None) -> N
             raise FileNotFoundError(f"--vocab_file={vocab_file}: no such file")
         size = len(load_vocab(vocab_file))
     if size > bert_config.vocab_size:
-        raise ValueError(
+        raise UserError(
             f"{vocab_file} has {size} tokens but the encoder's word-embedding table has "
             f"{bert_config.vocab_size} rows (vocab_size): ids past it would index out of "
             "range. Use the vocabulary the checkpoint was trained with."
@@ -302,7 +303,7 @@ def tokenizer_of(source: WeightSource, vocab_file: str | None, do_lower_case: bo
     must fit the encoder's word-embedding table."""
     vocab_file = vocab_file or source.vocab_file
     if not vocab_file:
-        raise ValueError(f"{source.path} has no vocab.txt: pass --vocab_file")
+        raise UserError(f"{source.path} has no vocab.txt: pass --vocab_file")
     tokenizer = make_tokenizer(vocab_file, do_lower_case)
     check_vocab_fits(vocab_file, source.bert_config, tokenizer.vocabulary_size())
     return tokenizer
@@ -313,7 +314,7 @@ def check_same_vocabulary(vocab_file: str | None, tokenizer, model_dir: str) -> 
     from keras_bert_zoo.text.vocab import load_vocab
 
     if vocab_file and load_vocab(vocab_file) != tokenizer.get_vocabulary():
-        raise ValueError(
+        raise UserError(
             f"--vocab_file={vocab_file} differs from the fine-tuned model's "
             f"{os.path.join(model_dir, VOCAB_FILE)} (the model carries its vocabulary)"
         )

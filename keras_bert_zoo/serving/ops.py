@@ -50,6 +50,7 @@ from typing import Any
 import tensorflow as tf
 
 from keras_bert_zoo.utils.atomic import write_json_atomically
+from keras_bert_zoo.utils.errors import UserError
 
 EXTRA_DIRECTORY = "assets.extra"
 OP_MANIFEST_FILE = "custom_ops.json"
@@ -130,7 +131,7 @@ def op_manifest(saved_model_dir: str) -> dict[str, Any]:
         name for name in names if name not in libraries and not _is_registered(name)
     )
     if unregistered:
-        raise ValueError(
+        raise UserError(
             f"{saved_model_dir}: the graph uses ops no loaded library registers: {unregistered}"
         )
     custom, core = [], []
@@ -174,10 +175,10 @@ def read_op_manifest(saved_model_dir: str) -> dict[str, Any]:
         try:
             manifest = json.load(f)
         except json.JSONDecodeError as error:
-            raise ValueError(f"{path}: not valid JSON ({error})") from error
+            raise UserError(f"{path}: not valid JSON ({error})") from error
     for key in ("tensorflow_version", "tensorflow_text_version", "custom_ops", "libraries"):
         if key not in manifest:
-            raise ValueError(f"{path}: missing field {key!r}")
+            raise UserError(f"{path}: missing field {key!r}")
     return manifest
 
 

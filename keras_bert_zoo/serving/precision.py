@@ -24,6 +24,7 @@ import keras
 import tensorflow as tf
 
 from keras_bert_zoo.models.encoder import BertEncoder
+from keras_bert_zoo.utils.errors import UserError
 
 FLOAT32 = "float32"
 BFLOAT16 = "bfloat16"
@@ -49,7 +50,7 @@ def resolve_precision(precision: str, *, flags=None, gpus=None) -> str:
     """`"float32"` or `"bfloat16"` for `precision` (`"auto"` decided from the hardware:
     `flags` (default `cpu_flags()`) and `gpus` (default the GPUs TF sees))."""
     if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}")
+        raise UserError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}")
     if precision != AUTO:
         return precision
     if gpus is None:
@@ -102,7 +103,7 @@ def model_in_precision(model, precision: str):
     if precision == FLOAT32 or keras.backend.standardize_dtype(model.compute_dtype) == BFLOAT16:
         return model
     if precision != BFLOAT16:
-        raise ValueError(f"precision must be {FLOAT32} or {BFLOAT16}; got {precision!r}")
+        raise UserError(f"precision must be {FLOAT32} or {BFLOAT16}; got {precision!r}")
     config = _with_policy(keras.saving.serialize_keras_object(model), "mixed_bfloat16")
     copy_ = keras.saving.deserialize_keras_object(_encoders_in_bfloat16(config))
     # Keras casts each float32 value to its variable's dtype (round to nearest even).

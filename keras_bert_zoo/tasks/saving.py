@@ -37,6 +37,7 @@ from keras_bert_zoo.models.model_files import load_inference_model, save_inferen
 from keras_bert_zoo.tasks.registry import create_task
 from keras_bert_zoo.tasks.task import TASK_DESCRIPTION_FORMAT_VERSION, Task
 from keras_bert_zoo.utils.atomic import atomic_directory
+from keras_bert_zoo.utils.errors import UserError
 
 MODEL_FILE = "model.keras"
 VOCAB_FILE = "vocab.txt"
@@ -90,12 +91,12 @@ def read_task_description(directory: str) -> dict[str, Any]:
         with open(path, encoding="utf-8") as f:
             description = json.load(f)
     except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not valid JSON ({error})") from error
+        raise UserError(f"{path}: not valid JSON ({error})") from error
     for key in ("task_name", "max_seq_length", "options", "state", "lowercase"):
         if key not in description:
-            raise ValueError(f"{path}: missing field {key!r}")
+            raise UserError(f"{path}: missing field {key!r}")
     if description.get("format_version", FORMAT_VERSION) > FORMAT_VERSION:
-        raise ValueError(
+        raise UserError(
             f"{path}: format_version {description['format_version']} is newer than this "
             f"keras_bert_zoo reads ({FORMAT_VERSION})"
         )

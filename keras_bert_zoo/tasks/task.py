@@ -59,6 +59,7 @@ import tensorflow as tf
 from keras_bert_zoo.inputs import ENCODER_INPUT_NAMES
 from keras_bert_zoo.tasks.distillation import Distillable
 from keras_bert_zoo.tasks.servable import Servable
+from keras_bert_zoo.utils.errors import UserError
 
 # The version of `Task.description`'s JSON (the task.json of a fine-tuned directory,
 # `tasks.saving`): a reader refuses a newer one.
@@ -129,7 +130,7 @@ class Task(Servable, Distillable):
         known = {option.name: option for option in self.options}
         unknown = sorted(set(options) - set(known))
         if unknown:
-            raise ValueError(
+            raise UserError(
                 f"{type(self).__name__} has no option(s) {unknown}; "
                 f"its options are {sorted(known) or 'none'}"
             )
@@ -144,7 +145,7 @@ class Task(Servable, Distillable):
         for name, value in self.option_values.items():
             choices = known[name].choices
             if choices is not None and value not in choices:
-                raise ValueError(f"Option {name}={value!r} is not one of {choices}")
+                raise UserError(f"Option {name}={value!r} is not one of {choices}")
 
     # === Data ===
 
@@ -263,7 +264,7 @@ class Task(Servable, Distillable):
         fine-tuned on another task or label set).
         """
         if state and dict(state) != self.state():
-            raise ValueError(
+            raise UserError(
                 f"{self.task_name}: the saved task state {dict(state)} does not match "
                 f"this task's {self.state()} (a model fine-tuned on another task or label set?)"
             )

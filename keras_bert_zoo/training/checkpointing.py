@@ -40,6 +40,7 @@ import tensorflow as tf
 
 from keras_bert_zoo.utils import run_layout
 from keras_bert_zoo.utils.atomic import atomic_directory, write_json_atomically
+from keras_bert_zoo.utils.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ class CheckpointCorruptError(RuntimeError):
     """A checkpoint on disk that cannot be read back; the message names the path."""
 
 
-class CheckpointMismatchError(ValueError):
+class CheckpointMismatchError(UserError):
     """A readable checkpoint written by a different model or optimizer."""
 
 
@@ -159,7 +160,7 @@ class CheckpointManager:
         barrier=None,
     ):
         if max_to_keep < 1:
-            raise ValueError(f"max_to_keep must be >= 1, got {max_to_keep}")
+            raise UserError(f"max_to_keep must be >= 1, got {max_to_keep}")
         self.directory = os.path.abspath(directory)
         self.max_to_keep = max_to_keep
         self.is_chief = is_chief

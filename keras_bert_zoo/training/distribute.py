@@ -49,6 +49,8 @@ import os
 
 import tensorflow as tf
 
+from keras_bert_zoo.utils.errors import UserError
+
 logger = logging.getLogger(__name__)
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
@@ -60,7 +62,7 @@ _UNSUPPORTED = {
 }
 
 
-class StrategyError(ValueError):
+class StrategyError(UserError):
     """A strategy that cannot be built here; the message says why and what to do."""
 
 
@@ -215,7 +217,7 @@ def per_replica_batch_size(global_batch_size: int, strategy: tf.distribute.Strat
     """`global_batch_size` split evenly across the strategy's replicas."""
     replicas = strategy.num_replicas_in_sync
     if global_batch_size <= 0 or global_batch_size % replicas:
-        raise ValueError(
+        raise UserError(
             f"The global batch size {global_batch_size} must be a positive multiple of the "
             f"number of replicas ({replicas})"
         )

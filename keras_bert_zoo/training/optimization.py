@@ -58,6 +58,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_bert_zoo.utils.errors import UserError
+
 # LayerNorm and bias variables are neither decayed nor layer-adapted (google-research/
 # bert `exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"]`). Patterns are
 # regular expressions searched in a variable's path.
@@ -76,7 +78,7 @@ def _compile_patterns(patterns: Sequence[str] | None) -> re.Pattern | None:
         try:
             re.compile(pattern)
         except re.error as error:
-            raise ValueError(f"Invalid exclusion pattern {pattern!r}: {error}") from error
+            raise UserError(f"Invalid exclusion pattern {pattern!r}: {error}") from error
     return re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
 
 
@@ -370,9 +372,9 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     ):
         super().__init__()
         if total_steps <= 0:
-            raise ValueError(f"total_steps must be positive, got {total_steps}")
+            raise UserError(f"total_steps must be positive, got {total_steps}")
         if not 0 <= warmup_steps <= total_steps:
-            raise ValueError(
+            raise UserError(
                 f"warmup_steps must be in [0, total_steps={total_steps}], got {warmup_steps}"
             )
         self.peak_learning_rate = float(peak_learning_rate)
@@ -452,7 +454,7 @@ def create_learning_rate_schedule(
         )
     if schedule == "cosine":
         if not 0 <= warmup_steps < total_steps:
-            raise ValueError(
+            raise UserError(
                 f"warmup_steps must be in [0, total_steps={total_steps}), got {warmup_steps}"
             )
         alpha = end_learning_rate / peak_learning_rate if peak_learning_rate else 0.0
@@ -467,7 +469,7 @@ def create_learning_rate_schedule(
             warmup_target=peak_learning_rate,
             warmup_steps=warmup_steps,
         )
-    raise ValueError(f"Unknown learning-rate schedule {schedule!r}; choose one of {SCHEDULES}")
+    raise UserError(f"Unknown learning-rate schedule {schedule!r}; choose one of {SCHEDULES}")
 
 
 # === From a config ===
@@ -518,19 +520,19 @@ class OptimizerConfig:
 
     def __post_init__(self):
         if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+            raise UserError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+            raise UserError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if self.learning_rate <= 0:
-            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+            raise UserError(f"learning_rate must be positive, got {self.learning_rate}")
         if not 0.0 <= self.warmup_proportion < 1.0:
-            raise ValueError(f"warmup_proportion must be in [0, 1), got {self.warmup_proportion}")
+            raise UserError(f"warmup_proportion must be in [0, 1), got {self.warmup_proportion}")
         if self.warmup_steps is not None and self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
+            raise UserError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.weight_decay < 0:
-            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
+            raise UserError(f"weight_decay must be >= 0, got {self.weight_decay}")
         if self.clip_norm is not None and self.clip_norm < 0:
-            raise ValueError(f"clip_norm must be >= 0, got {self.clip_norm}")
+            raise UserError(f"clip_norm must be >= 0, got {self.clip_norm}")
 
     def resolved_warmup_steps(self, total_steps: int) -> int:
         if self.warmup_steps is not None:
@@ -559,7 +561,7 @@ def create_optimizer(config: OptimizerConfig, num_train_steps: int) -> keras.opt
         `keras.optimizers.LossScaleOptimizer` when loss scaling is on.
     """
     if num_train_steps <= 0:
-        raise ValueError(f"num_train_steps must be positive, got {num_train_steps}")
+        raise UserError(f"num_train_steps must be positive, got {num_train_steps}")
     schedule = create_learning_rate_schedule(
         config.schedule,
         config.learning_rate,

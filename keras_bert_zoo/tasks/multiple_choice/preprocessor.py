@@ -14,6 +14,7 @@ import tensorflow as tf
 from keras_bert_zoo.tasks.multiple_choice.reader import SWAG_NUM_CHOICES
 from keras_bert_zoo.text.preprocessing_layer import TokenizingPreprocessor
 from keras_bert_zoo.text.preprocessor import BertPreprocessor
+from keras_bert_zoo.utils.errors import UserError
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -63,7 +64,7 @@ class MultipleChoicePreprocessor(TokenizingPreprocessor):
     ):
         super().__init__(tokenizer, **kwargs)
         if int(num_choices) < 1:
-            raise ValueError(f"num_choices must be >= 1, got {num_choices}")
+            raise UserError(f"num_choices must be >= 1, got {num_choices}")
         self.num_choices = int(num_choices)
         # The pairs are BertPreprocessor's: it holds the packer and its special ids.
         self.pair_preprocessor = BertPreprocessor(
@@ -80,9 +81,9 @@ class MultipleChoicePreprocessor(TokenizingPreprocessor):
         context = tf.convert_to_tensor(context)
         choices = tf.convert_to_tensor(choices)
         if choices.shape.rank != 2:
-            raise ValueError(f"choices must be [batch, num_choices], got shape {choices.shape}")
+            raise UserError(f"choices must be [batch, num_choices], got shape {choices.shape}")
         if choices.shape[1] is not None and choices.shape[1] != self.num_choices:
-            raise ValueError(
+            raise UserError(
                 f"choices has {choices.shape[1]} columns, the layer takes {self.num_choices}"
             )
         if choice_prefix is not None:

@@ -13,6 +13,8 @@ import dataclasses
 import json
 import os
 
+from keras_bert_zoo.utils.errors import UserError
+
 SWAG_NUM_CHOICES = 4
 SWAG_ENDINGS = tuple(f"ending{i}" for i in range(SWAG_NUM_CHOICES))
 
@@ -57,16 +59,16 @@ def read_swag_csv(path: str, split: str, encoding: str = "utf-8") -> list[Multip
         header = reader.fieldnames or []
         missing = [name for name in ("sent1", "sent2", *SWAG_ENDINGS) if name not in header]
         if missing:
-            raise ValueError(f"{path}:1: SWAG header lacks {missing}; header is {header}")
+            raise UserError(f"{path}:1: SWAG header lacks {missing}; header is {header}")
         labelled = "label" in header
         for row in reader:
             line = reader.line_num
             where = f"{path}:{line}"
             for name in ("sent1", *SWAG_ENDINGS):
                 if row.get(name) is None or not row[name].strip():
-                    raise ValueError(f"{where}: {name} is missing or empty")
+                    raise UserError(f"{where}: {name} is missing or empty")
             if row.get("sent2") is None:
-                raise ValueError(f"{where}: sent2 is missing")
+                raise UserError(f"{where}: sent2 is missing")
             label = None
             if labelled:
                 label = parse_label(row.get("label"), SWAG_NUM_CHOICES, where)
@@ -95,11 +97,11 @@ def parse_label(value, num_choices: int, where: str) -> int:
     try:
         label = int(value.strip()) if isinstance(value, str) else int(value)
     except (TypeError, ValueError):
-        raise ValueError(
+        raise UserError(
             f"{where}: label {value!r} is not a choice index 0-{num_choices - 1}"
         ) from None
     if not 0 <= label < num_choices:
-        raise ValueError(f"{where}: label {label} is outside 0-{num_choices - 1}")
+        raise UserError(f"{where}: label {label} is outside 0-{num_choices - 1}")
     return label
 
 
@@ -129,31 +131,31 @@ def read_choice_jsonl(
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as e:
-                raise ValueError(f"{where}: invalid JSON ({e.msg})") from None
+                raise UserError(f"{where}: invalid JSON ({e.msg})") from None
             if not isinstance(record, dict):
-                raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
+                raise UserError(f"{where}: expected a JSON object, got {type(record).__name__}")
             context = record.get("context")
             if not isinstance(context, str):
-                raise ValueError(f"{where}: 'context' must be a string, got {context!r}")
+                raise UserError(f"{where}: 'context' must be a string, got {context!r}")
             choices = record.get("choices")
             if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
-                raise ValueError(f"{where}: 'choices' must be a list of strings")
+                raise UserError(f"{where}: 'choices' must be a list of strings")
             if num_choices is None:
                 num_choices = len(choices)
                 if num_choices < 2:
-                    raise ValueError(f"{where}: {num_choices} choice(s); need at least 2")
+                    raise UserError(f"{where}: {num_choices} choice(s); need at least 2")
             if len(choices) != num_choices:
-                raise ValueError(
+                raise UserError(
                     f"{where}: {len(choices)} choices where the data have {num_choices}"
                 )
             for index, choice in enumerate(choices):
                 if not choice.strip():
-                    raise ValueError(f"{where}: choice {index} is empty")
+                    raise UserError(f"{where}: choice {index} is empty")
             has_label = record.get("label") is not None
             if labelled is None:
                 labelled = has_label
             elif has_label != labelled:
-                raise ValueError(
+                raise UserError(
                     f"{where}: 'label' is {'present' if has_label else 'missing'} here but "
                     f"{'present' if labelled else 'missing'} on the file's first record"
                 )

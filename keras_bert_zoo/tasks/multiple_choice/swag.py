@@ -33,6 +33,7 @@ from keras_bert_zoo.tasks.multiple_choice.reader import (
 )
 from keras_bert_zoo.tasks.multiple_choice.task import MultipleChoiceTask
 from keras_bert_zoo.tasks.registry import register_task
+from keras_bert_zoo.utils.errors import UserError
 
 
 @register_task("swag")
@@ -81,19 +82,19 @@ class SwagTask(MultipleChoiceTask):
         from keras_bert_zoo.data import tfds_dataset
 
         if split not in self.tfds_splits:
-            raise ValueError(f"swag: unknown split {split!r}; splits: {sorted(self.tfds_splits)}")
+            raise UserError(f"swag: unknown split {split!r}; splits: {sorted(self.tfds_splits)}")
         builder = prepared_tfds_builder("swag", self.tfds_data_dir)
         available = set(builder.info.splits.keys())
         names = [name for name in self.tfds_splits[split] if name in available]
         if not names:
-            raise ValueError(
+            raise UserError(
                 f"tensorflow-datasets swag has no split for {split!r} "
                 f"(looked for {self.tfds_splits[split]}, found {sorted(available)})"
             )
         features = set(builder.info.features.keys())
         missing = [name for name in ("sent1", "sent2", *SWAG_ENDINGS) if name not in features]
         if missing:
-            raise ValueError(f"tensorflow-datasets swag lacks features {missing}")
+            raise UserError(f"tensorflow-datasets swag lacks features {missing}")
         id_feature = next((n for n in ("fold-ind", "fold_ind") if n in features), None)
         examples = []
         for index, record in enumerate(tfds_dataset(builder, names[0]).as_numpy_iterator()):
@@ -101,7 +102,7 @@ class SwagTask(MultipleChoiceTask):
             endings = tuple(as_text(record[name]) for name in SWAG_ENDINGS)
             for name, ending in zip(SWAG_ENDINGS, endings, strict=True):
                 if not ending.strip():
-                    raise ValueError(f"{where}: {name} is empty")
+                    raise UserError(f"{where}: {name} is empty")
             label = int(record["label"]) if "label" in record else -1
             examples.append(
                 MultipleChoiceExample(

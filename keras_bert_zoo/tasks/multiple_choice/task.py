@@ -54,6 +54,7 @@ from keras_bert_zoo.tasks.multiple_choice.reader import MultipleChoiceExample, r
 from keras_bert_zoo.tasks.registry import register_task
 from keras_bert_zoo.tasks.task import Task
 from keras_bert_zoo.utils.atomic import atomic_open
+from keras_bert_zoo.utils.errors import UserError
 
 FEATURE_BATCH_SIZE = 64  # examples tokenized per preprocessor call
 
@@ -102,9 +103,9 @@ class MultipleChoiceTask(Task):
 
     def split_path(self, split: str) -> str:
         if self.data_dir is None:
-            raise ValueError(f"{self.task_name}: data_dir with the data files is required")
+            raise UserError(f"{self.task_name}: data_dir with the data files is required")
         if split not in self.split_files:
-            raise ValueError(
+            raise UserError(
                 f"{self.task_name}: unknown split {split!r}; splits: {sorted(self.split_files)}"
             )
         return find_split_file(self.data_dir, self.split_files[split], split)
@@ -136,7 +137,7 @@ class MultipleChoiceTask(Task):
             )
         examples = self._examples_cache[split]
         if examples and len(examples[0].choices) != self.num_choices:
-            raise ValueError(
+            raise UserError(
                 f"{examples[0].source}: {len(examples[0].choices)} choices where the "
                 f"task has {self.num_choices}"
             )
@@ -153,7 +154,7 @@ class MultipleChoiceTask(Task):
         n = self.num_choices
         for example in examples:
             if len(example.choices) != n:
-                raise ValueError(f"{example.source}: {len(example.choices)} choices, expected {n}")
+                raise UserError(f"{example.source}: {len(example.choices)} choices, expected {n}")
         columns = {
             "context": tf.constant([e.context for e in examples], tf.string, [len(examples)]),
             "choice_prefix": tf.constant(
@@ -208,19 +209,19 @@ class MultipleChoiceTask(Task):
 
     def evaluate(self, answers, examples) -> dict[str, float]:
         if len(answers) != len(examples):
-            raise ValueError(f"{len(answers)} answers for {len(examples)} examples")
+            raise UserError(f"{len(answers)} answers for {len(examples)} examples")
         if not examples:
-            raise ValueError("No examples to evaluate")
+            raise UserError("No examples to evaluate")
         unlabelled = [example.source for example in examples if example.label is None]
         if unlabelled:
-            raise ValueError(f"Cannot evaluate unlabelled examples (first: {unlabelled[0]})")
+            raise UserError(f"Cannot evaluate unlabelled examples (first: {unlabelled[0]})")
         right = sum(a.label == e.label for a, e in zip(answers, examples, strict=True))
         return {"accuracy": right / len(examples)}
 
     def write_predictions(self, answers, examples, output_dir: str, split: str) -> list[str]:
         """Writes `predictions_{split}.csv` (`id,label,scores`; see the module docstring)."""
         if len(answers) != len(examples):
-            raise ValueError(f"{len(answers)} answers for {len(examples)} examples")
+            raise UserError(f"{len(answers)} answers for {len(examples)} examples")
         path = os.path.join(output_dir, f"predictions_{split}.csv")
         with atomic_open(path, encoding="utf-8", newline="") as f:
             writer = csv.writer(f, lineterminator="\n")
@@ -235,7 +236,7 @@ class MultipleChoiceTask(Task):
     def _check_item(self, item, index: int) -> tuple:
         item = tuple(item)
         if len(item) != len(self.text_fields):
-            raise ValueError(
+            raise UserError(
                 f"{self.task_name} takes {len(self.text_fields)} texts per example "
                 f"({', '.join(self.text_fields)}); item {index} has {len(item)}"
             )
@@ -277,7 +278,7 @@ class MultipleChoiceTask(Task):
         item = self._item_fields(tuple(fields))
         for index, choice in enumerate(item["choices"]):
             if not choice.strip():
-                raise ValueError(f"{source}: ending{index} is empty")
+                raise UserError(f"{source}: ending{index} is empty")
         return MultipleChoiceExample(example_id=example_id, label=None, source=source, **item)
 
     # === State ===
@@ -296,12 +297,12 @@ class MultipleChoiceTask(Task):
             return
         num_choices = state.get("num_choices")
         if isinstance(num_choices, bool) or not isinstance(num_choices, int) or num_choices < 1:
-            raise ValueError(
+            raise UserError(
                 f"{self.task_name}: the saved num_choices {num_choices!r} is not a positive integer"
             )
         known = self._known_num_choices()
         if known is not None and known != num_choices:
-            raise ValueError(
+            raise UserError(
                 f"{self.task_name}: the saved model takes {num_choices} choices, this task "
                 f"{known} (a model fine-tuned on other data?)"
             )

@@ -35,6 +35,8 @@ import functools
 
 import tensorflow as tf
 
+from keras_bert_zoo.utils.errors import UserError
+
 NEG_INF = float("-inf")
 
 
@@ -84,7 +86,7 @@ def decode_spans(
     n_best_size = int(n_best_size)
     max_answer_length = int(max_answer_length)
     if n_best_size < 1 or max_answer_length < 1:
-        raise ValueError(
+        raise UserError(
             f"n_best_size ({n_best_size}) and max_answer_length ({max_answer_length}) must be >= 1"
         )
     pool = int(candidate_pool or 4 * n_best_size)

@@ -14,6 +14,7 @@ from keras_bert_zoo.inputs import INPUT_MASK, INPUT_TYPE_IDS, INPUT_WORD_IDS
 from keras_bert_zoo.tasks._shared import strided_windows
 from keras_bert_zoo.text.offsets import char_offsets
 from keras_bert_zoo.text.preprocessing_layer import TokenizingPreprocessor
+from keras_bert_zoo.utils.errors import UserError
 
 # Keys of the per-window metadata that decoding needs.
 EXAMPLE_INDEX = "example_index"
@@ -102,11 +103,11 @@ class SquadPreprocessor(TokenizingPreprocessor):
             int(max_query_length),
         )
         if max_query_length < 1:
-            raise ValueError(f"max_query_length must be >= 1, got {max_query_length}")
+            raise UserError(f"max_query_length must be >= 1, got {max_query_length}")
         if doc_stride < 1:
-            raise ValueError(f"doc_stride must be >= 1, got {doc_stride}")
+            raise UserError(f"doc_stride must be >= 1, got {doc_stride}")
         if max_seq_length - max_query_length - 3 < 1:
-            raise ValueError(
+            raise UserError(
                 f"max_seq_length={max_seq_length} leaves no room for context after a "
                 f"question of max_query_length={max_query_length} tokens and 3 special "
                 "tokens"
@@ -128,7 +129,7 @@ class SquadPreprocessor(TokenizingPreprocessor):
         context = tf.convert_to_tensor(inputs["context"])
         for name, tensor in (("question", question), ("context", context)):
             if tensor.dtype != tf.string or tensor.shape.rank != 1:
-                raise ValueError(f"SquadPreprocessor: `{name}` must be a [batch] string tensor")
+                raise UserError(f"SquadPreprocessor: `{name}` must be a [batch] string tensor")
         with_answers = "answer_start" in inputs
         seq_length = self.max_seq_length
         cls_id, sep_id, pad_id = self.tokenizer.packing_token_ids()

@@ -25,6 +25,8 @@ import re
 import string
 from collections.abc import Mapping, Sequence
 
+from keras_bert_zoo.utils.errors import UserError
+
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 
@@ -80,7 +82,7 @@ def evaluate_v1(
         exact_match += max(exact_match_v1(prediction, truth) for truth in ground_truths)
         f1 += max(f1_v1(prediction, truth) for truth in ground_truths)
     if total == 0:
-        raise ValueError("evaluate_v1: no questions to evaluate")
+        raise UserError("evaluate_v1: no questions to evaluate")
     return {"exact_match": 100.0 * exact_match / total, "f1": 100.0 * f1 / total}
 
 
@@ -138,7 +140,7 @@ def _eval_dict(exact_scores, f1_scores, question_ids=None) -> dict[str, float]:
         missing = [k for k in question_ids if k not in exact_scores]
         if missing:
             # The script stops with a KeyError here.
-            raise ValueError(f"No prediction for {len(missing)} question(s), e.g. {missing[:3]}")
+            raise UserError(f"No prediction for {len(missing)} question(s), e.g. {missing[:3]}")
         total = len(question_ids)
         exact = sum(exact_scores[k] for k in question_ids)
         f1 = sum(f1_scores[k] for k in question_ids)
@@ -206,7 +208,7 @@ def evaluate_v2(
     no_answer_ids = [k for k, v in has_answer.items() if not v]
     exact_raw, f1_raw = raw_scores_v2(gold_answers, predictions)
     if not exact_raw:
-        raise ValueError("evaluate_v2: no question has a prediction")
+        raise UserError("evaluate_v2: no question has a prediction")
     exact_thresh = _apply_no_answer_threshold(exact_raw, na_probs, has_answer, na_prob_thresh)
     f1_thresh = _apply_no_answer_threshold(f1_raw, na_probs, has_answer, na_prob_thresh)
     result = _eval_dict(exact_thresh, f1_thresh)

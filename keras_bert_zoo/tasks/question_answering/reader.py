@@ -23,6 +23,7 @@ from typing import Any
 from absl import logging
 
 from keras_bert_zoo.tasks._shared import as_text, prepared_tfds_builder
+from keras_bert_zoo.utils.errors import UserError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +127,7 @@ class _Builder:
 
     def fail(self, where: str, message: str, question_id: str | None = None):
         named = f" (question id {question_id!r})" if question_id is not None else ""
-        raise ValueError(f"{self.source}: {where}{named}: {message}")
+        raise UserError(f"{self.source}: {where}{named}: {message}")
 
     def answers(self, raw, where, question_id, context, field) -> tuple[GoldAnswer, ...]:
         if not isinstance(raw, list):
@@ -274,11 +275,11 @@ def read_squad_json(
         with open(path, encoding=encoding) as f:
             data = json.load(f)
     except json.JSONDecodeError as error:
-        raise ValueError(
+        raise UserError(
             f"{path}: not valid JSON (line {error.lineno}, column {error.colno}): {error.msg}"
         ) from None
     except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not valid {encoding} text ({error})") from None
+        raise UserError(f"{path}: not valid {encoding} text ({error})") from None
     builder = _Builder(path, version_2_with_negative=version_2_with_negative, training=training)
     if not isinstance(data, Mapping) or not isinstance(data.get("data"), list):
         builder.fail("top level", 'expected an object with a "data" list of articles')

@@ -77,6 +77,7 @@ from keras_bert_zoo.tasks.question_answering.reader import (
 )
 from keras_bert_zoo.tasks.registry import register_task
 from keras_bert_zoo.tasks.task import Task, TaskOption
+from keras_bert_zoo.utils.errors import UserError
 
 DOC_STRIDE = TaskOption("doc_stride", 128, "Tokens between the starts of consecutive windows.")
 MAX_QUERY_LENGTH = TaskOption(
@@ -146,9 +147,9 @@ class QuestionAnsweringTask(Task):
         for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
             value = self.option_values[name]
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"Option {name} must be a positive integer, got {value!r}")
+                raise UserError(f"Option {name} must be a positive integer, got {value!r}")
         if self.max_seq_length <= self.max_query_length + 3:
-            raise ValueError(
+            raise UserError(
                 f"max_seq_length ({self.max_seq_length}) must exceed max_query_length "
                 f"({self.max_query_length}) + 3"
             )
@@ -189,7 +190,7 @@ class QuestionAnsweringTask(Task):
             )
         elif self.tfds_name is not None:
             if split not in self.tfds_splits:
-                raise ValueError(
+                raise UserError(
                     f"{self.task_name}: split {split!r} is not in tensorflow-datasets "
                     f"{self.tfds_name} (splits: {sorted(self.tfds_splits)})"
                 )
@@ -201,7 +202,7 @@ class QuestionAnsweringTask(Task):
                 training=training,
             )
         else:
-            raise ValueError(f"{self.task_name} needs data_dir (a directory of SQuAD-format JSON)")
+            raise UserError(f"{self.task_name} needs data_dir (a directory of SQuAD-format JSON)")
         self.skipped_questions[split] = skipped
         logging.info(
             "%s %s: %d questions (%d training questions skipped)",
@@ -238,7 +239,7 @@ class QuestionAnsweringTask(Task):
             path, version_2_with_negative=True, training=False, encoding=self.encoding
         )
         if not examples:
-            raise ValueError(f"{path}: no questions (expected the {self.task_name} transfer file)")
+            raise UserError(f"{path}: no questions (expected the {self.task_name} transfer file)")
         return [
             dataclasses.replace(
                 example,
@@ -269,7 +270,7 @@ class QuestionAnsweringTask(Task):
         question, context = fields
         for name, text in (("question", question), ("context", context)):
             if not text.strip():
-                raise ValueError(f"{source}: empty {name}")
+                raise UserError(f"{source}: empty {name}")
         return QuestionAnsweringExample(
             example_id=example_id, question=question, context=context, has_gold=False
         )
@@ -306,10 +307,10 @@ class QuestionAnsweringTask(Task):
                 answers.
         """
         if not examples:
-            raise ValueError(f"{self.task_name}: no examples to featurize")
+            raise UserError(f"{self.task_name}: no examples to featurize")
         labelled = any(example.has_gold for example in examples)
         if training and not labelled:
-            raise ValueError(f"{self.task_name}: the training questions have no gold answers")
+            raise UserError(f"{self.task_name}: the training questions have no gold answers")
         columns = {
             "question": [example.question for example in examples],
             "context": [example.context for example in examples],
@@ -429,10 +430,10 @@ class QuestionAnsweringTask(Task):
         example_index = np.asarray(meta[EXAMPLE_INDEX]).astype(np.int64)
         num_windows = len(example_index)
         if num_windows == 0 or np.any(np.diff(example_index) < 0):
-            raise ValueError("meta['example_index'] must be non-empty and non-decreasing")
+            raise UserError("meta['example_index'] must be non-empty and non-decreasing")
         firsts = np.searchsorted(example_index, np.arange(len(examples) + 1))
         if not np.array_equal(np.unique(example_index), np.arange(len(examples))):
-            raise ValueError(
+            raise UserError(
                 f"meta['example_index'] covers {len(np.unique(example_index))} examples in "
                 f"[{example_index.min()}, {example_index.max()}], but {len(examples)} examples "
                 "were given: features and examples are out of sync"
@@ -440,7 +441,7 @@ class QuestionAnsweringTask(Task):
         start_logits = np.asarray(outputs["start_logits"], np.float32)
         end_logits = np.asarray(outputs["end_logits"], np.float32)
         if start_logits.shape[0] != num_windows or end_logits.shape != start_logits.shape:
-            raise ValueError(
+            raise UserError(
                 f"outputs have {start_logits.shape} start and {end_logits.shape} end logits "
                 f"for {num_windows} windows"
             )
@@ -506,10 +507,10 @@ class QuestionAnsweringTask(Task):
     @staticmethod
     def _check_aligned(answers, examples) -> None:
         if len(answers) != len(examples):
-            raise ValueError(f"{len(answers)} answers for {len(examples)} examples")
+            raise UserError(f"{len(answers)} answers for {len(examples)} examples")
         for answer, example in zip(answers, examples, strict=True):
             if answer.example_id != example.example_id:
-                raise ValueError(
+                raise UserError(
                     f"answer for {answer.example_id!r} where example {example.example_id!r} "
                     "was expected: answers must follow the examples' order"
                 )
@@ -533,7 +534,7 @@ class QuestionAnsweringTask(Task):
         self._check_aligned(answers, examples)
         unlabelled = [e.example_id for e in examples if not e.has_gold]
         if unlabelled:
-            raise ValueError(
+            raise UserError(
                 f"{len(unlabelled)} question(s) have no gold answers (e.g. {unlabelled[:3]}): "
                 "nothing to evaluate against"
             )

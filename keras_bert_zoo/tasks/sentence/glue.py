@@ -52,6 +52,7 @@ from keras_bert_zoo.tasks.sentence.readers import InputFileError, read_delimited
 from keras_bert_zoo.tasks.sentence.scores import parse_score
 from keras_bert_zoo.tasks.sentence.task import SentenceExample, SentenceTask
 from keras_bert_zoo.tasks.task import TaskOption
+from keras_bert_zoo.utils.errors import UserError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,7 +208,7 @@ class GlueTask(SentenceTask):
             ),
         )
         if tfds_split not in builder.info.splits:
-            raise ValueError(
+            raise UserError(
                 f"tensorflow-datasets {name!r} has no split {tfds_split!r} "
                 f"(it has {sorted(builder.info.splits)})"
             )

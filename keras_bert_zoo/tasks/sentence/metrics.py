@@ -17,16 +17,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from keras_bert_zoo.utils.errors import UserError
+
 
 def _pair(gold, predicted) -> tuple[np.ndarray, np.ndarray]:
     gold, predicted = np.asarray(gold), np.asarray(predicted)
     if gold.shape != predicted.shape or gold.ndim != 1:
-        raise ValueError(
+        raise UserError(
             f"gold and predicted must be 1-D and of the same length, got shapes "
             f"{gold.shape} and {predicted.shape}"
         )
     if gold.size == 0:
-        raise ValueError("No examples to score")
+        raise UserError("No examples to score")
     return gold, predicted
 
 

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from keras_bert_zoo.tasks.sentence.readers import InputFileError, numbered_lines, read_text
+from keras_bert_zoo.utils.errors import UserError
 
 DEFAULT_THRESHOLD = 0.5
 
@@ -48,12 +49,12 @@ def multi_label_report(gold: np.ndarray, predicted: np.ndarray, label_names) -> 
     """Micro-, macro- and per-label F1 and subset accuracy of 0/1 `[texts, labels]`."""
     gold, predicted = np.asarray(gold, bool), np.asarray(predicted, bool)
     if gold.shape != predicted.shape or gold.ndim != 2 or gold.shape[1] != len(label_names):
-        raise ValueError(
+        raise UserError(
             f"gold and predicted must be [texts, {len(label_names)}], got {gold.shape} "
             f"and {predicted.shape}"
         )
     if gold.shape[0] == 0:
-        raise ValueError("No examples to score")
+        raise UserError("No examples to score")
     true_positives = (gold & predicted).sum(axis=0)
     false_positives = (~gold & predicted).sum(axis=0)
     false_negatives = (gold & ~predicted).sum(axis=0)

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 
 from absl import logging
 
+from keras_bert_zoo.utils.errors import UserError
+
 # The byte order mark some tools (Excel, the MSR paraphrase corpus that MRPC comes
 # from) put at the start of UTF-8 files; left in, it glues itself to the first column
 # name ("\ufeffQuality").
@@ -22,7 +24,7 @@ _BYTE_ORDER_MARK = "\ufeff"
 FASTTEXT_LABEL_PREFIX = "__label__"
 
 
-class InputFileError(ValueError):
+class InputFileError(UserError):
     """Malformed input: the message starts with `path:line:` where the problem is."""
 
 
@@ -50,7 +52,7 @@ def read_text(path: str, encoding: str = "utf-8", *, description: str = "input f
             "(for example --encoding=latin-1)"
         ) from None
     except LookupError:
-        raise ValueError(f"Unknown text encoding {encoding!r} (--encoding)") from None
+        raise UserError(f"Unknown text encoding {encoding!r} (--encoding)") from None
     return text.removeprefix(_BYTE_ORDER_MARK)
 
 

@@ -53,6 +53,7 @@ from keras_bert_zoo.tasks.servable import (
 )
 from keras_bert_zoo.tasks.task import Task, TaskOption
 from keras_bert_zoo.utils.atomic import atomic_open
+from keras_bert_zoo.utils.errors import UserError
 
 # Texts are tokenized this many at a time inside `features()`: one preprocessor call
 # per example costs a graph dispatch each.
@@ -238,7 +239,7 @@ class SentenceTask(Task):
     def _check_split(self, split: str) -> None:
         known = sorted({name for names in self.split_names().values() for name in names})
         if split not in known:
-            raise ValueError(f"{self.task_name} has no split {split!r}; its splits are {known}")
+            raise UserError(f"{self.task_name} has no split {split!r}; its splits are {known}")
 
     def examples_from_texts(
         self, texts: Sequence[str | Sequence[str]], split: str = "input"
@@ -248,7 +249,7 @@ class SentenceTask(Task):
         for position, item in enumerate(texts):
             item = (item,) if isinstance(item, str) else tuple(item)
             if len(item) != len(self.text_fields):
-                raise ValueError(
+                raise UserError(
                     f"{self.task_name} takes {len(self.text_fields)} text(s) per example "
                     f"({', '.join(self.text_fields)}); item {position} has {len(item)}"
                 )
@@ -304,7 +305,7 @@ class SentenceTask(Task):
         if self.is_multi_label:
             unknown = [label for label in example.label if label not in self.label_names]
             if unknown:
-                raise ValueError(
+                raise UserError(
                     f"{example.source}: label {unknown[0]!r} is not one of "
                     f"{list(self.label_names)} ({self.task_name})"
                 )
@@ -312,7 +313,7 @@ class SentenceTask(Task):
         try:
             return self.label_names.index(example.label)
         except ValueError:
-            raise ValueError(
+            raise UserError(
                 f"{example.source}: label {example.label!r} is not one of "
                 f"{list(self.label_names)} ({self.task_name})"
             ) from None
@@ -342,12 +343,12 @@ class SentenceTask(Task):
                 dtype = tf.float32 if self.is_regression else tf.int32
                 columns["label"] = tf.constant(labels, dtype, shape=[count])
         elif len(unlabelled) != count:
-            raise ValueError(
+            raise UserError(
                 f"{unlabelled[0].source}: example without a label among labelled ones "
                 f"({len(unlabelled)} of {count} unlabelled)"
             )
         elif training:
-            raise ValueError(f"{self.task_name}: the training examples have no labels")
+            raise UserError(f"{self.task_name}: the training examples have no labels")
         pack = self._packing_function(preprocessor)
         num_texts = len(self.text_fields)
 
@@ -392,7 +393,7 @@ class SentenceTask(Task):
 
         max_positions = getattr(encoder, "max_position_embeddings", None)
         if max_positions is not None and self.max_seq_length > max_positions:
-            raise ValueError(
+            raise UserError(
                 f"max_seq_length={self.max_seq_length} exceeds the encoder's "
                 f"max_position_embeddings={max_positions}"
             )
@@ -461,10 +462,10 @@ class SentenceTask(Task):
 
     def evaluate(self, answers, examples) -> dict[str, float]:
         if len(answers) != len(examples):
-            raise ValueError(f"{len(answers)} answers for {len(examples)} examples")
+            raise UserError(f"{len(answers)} answers for {len(examples)} examples")
         unlabelled = [example for example in examples if example.label is None]
         if unlabelled:
-            raise ValueError(
+            raise UserError(
                 f"{unlabelled[0].source}: cannot evaluate examples without gold labels "
                 f"({len(unlabelled)} of {len(examples)})"
             )
@@ -531,7 +532,7 @@ class SentenceTask(Task):
         submission TSV (`index\\tprediction`).
         """
         if len(answers) != len(examples):
-            raise ValueError(f"{len(answers)} answers for {len(examples)} examples")
+            raise UserError(f"{len(answers)} answers for {len(examples)} examples")
         paths = []
         jsonl_path = os.path.join(output_dir, self.predictions_file_name(split))
         with atomic_open(jsonl_path) as f:
@@ -601,7 +602,7 @@ class SentenceTask(Task):
         def answer(**texts):
             unknown = sorted(set(texts) - set(text_fields))
             if unknown or len(texts) != len(text_fields):
-                raise ValueError(f"Expected the texts {list(text_fields)}, got {sorted(texts)}")
+                raise UserError(f"Expected the texts {list(text_fields)}, got {sorted(texts)}")
             segments = tuple(tf.convert_to_tensor(texts[name]) for name in text_fields)
             inputs = preprocessor(segments if len(segments) > 1 else segments[0])
             logits = tf.cast(

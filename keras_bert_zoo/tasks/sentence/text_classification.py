@@ -71,6 +71,7 @@ from keras_bert_zoo.tasks.sentence.readers import (
 from keras_bert_zoo.tasks.sentence.scores import parse_score
 from keras_bert_zoo.tasks.sentence.task import WINDOW_OPTIONS, SentenceExample, SentenceTask
 from keras_bert_zoo.tasks.task import TaskOption
+from keras_bert_zoo.utils.errors import UserError
 
 _FILE_OPTIONS = {"train": "train_file", "dev": "eval_file", "test": "predict_file"}
 _DELIMITER_ALIASES = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";", "pipe": "|"}
@@ -194,9 +195,9 @@ class TextClassificationTask(SentenceTask):
         options = self.option_values
         fraction = float(options["heldout_fraction"])
         if not 0.0 <= fraction < 1.0:
-            raise ValueError(f"heldout_fraction must be in [0, 1), got {fraction}")
+            raise UserError(f"heldout_fraction must be in [0, 1), got {fraction}")
         if fraction > 0 and options["eval_file"]:
-            raise ValueError(
+            raise UserError(
                 "Pass either eval_file or heldout_fraction, not both: the held-out split "
                 "becomes the dev split"
             )
@@ -209,14 +210,14 @@ class TextClassificationTask(SentenceTask):
                 name.strip() for name in options["label_columns"].split(",") if name.strip()
             )
             if len(set(self.label_columns)) != len(self.label_columns):
-                raise ValueError(f"label_columns lists a column twice: {options['label_columns']}")
+                raise UserError(f"label_columns lists a column twice: {options['label_columns']}")
         self.multi_label = bool(options["multi_label"]) or self.label_columns is not None
         if self.multi_label and self.regression:
-            raise ValueError("multi_label and regression exclude each other")
+            raise UserError("multi_label and regression exclude each other")
         if not self.multi_label and (options["thresholds_file"] or options["tune_thresholds"]):
-            raise ValueError("thresholds_file and tune_thresholds need multi_label=True")
+            raise UserError("thresholds_file and tune_thresholds need multi_label=True")
         if self.multi_label and not options["label_separator"]:
-            raise ValueError("label_separator must not be empty")
+            raise UserError("label_separator must not be empty")
         if self.multi_label:
             # The model is saved and answers with the tuned thresholds: the best one is
             # chosen by what it will answer with.
@@ -228,15 +229,15 @@ class TextClassificationTask(SentenceTask):
             self.primary_metric = "spearman"
             self.metric_names = ("pearson", "spearman")
             if options["label_names"]:
-                raise ValueError("label_names makes no sense with regression=True")
+                raise UserError("label_names makes no sense with regression=True")
         self._label_names: tuple[str, ...] | None = None
         if options["label_names"]:
             if self.label_columns is not None:
-                raise ValueError("Pass label_names or label_columns, not both")
+                raise UserError("Pass label_names or label_columns, not both")
             names = tuple(name.strip() for name in options["label_names"].split(","))
             fewest = 1 if self.multi_label else 2
             if len(set(names)) != len(names) or not all(names) or len(names) < fewest:
-                raise ValueError(
+                raise UserError(
                     f"label_names must list {fewest} or more distinct names, got {names}"
                 )
             self._label_names = names
@@ -282,7 +283,7 @@ class TextClassificationTask(SentenceTask):
         if self._label_names is None:
             examples = self._read_file_examples("train")
             if not examples:
-                raise ValueError(f"{self.task_name}: the training file has no examples")
+                raise UserError(f"{self.task_name}: the training file has no examples")
             if self.multi_label:
                 self._label_names = _sorted_labels(
                     label for example in examples for label in example.label
@@ -290,9 +291,9 @@ class TextClassificationTask(SentenceTask):
             else:
                 self._label_names = _sorted_labels(example.label for example in examples)
             if self.multi_label and not self._label_names:
-                raise ValueError(f"{self.file_path('train')}: no example has a label")
+                raise UserError(f"{self.file_path('train')}: no example has a label")
             if not self.multi_label and len(self._label_names) < 2:
-                raise ValueError(
+                raise UserError(
                     f"{self.file_path('train')}: every example has the label "
                     f"{self._label_names[0]!r}; classification needs two labels or more"
                 )
@@ -309,7 +310,7 @@ class TextClassificationTask(SentenceTask):
         self._check_saved_kind(state, "multi_label", ("single-label", "multi-label"))
         names = tuple(state.get("label_names") or ())
         if self._label_names is not None and self._label_names != names:
-            raise ValueError(
+            raise UserError(
                 f"{self.task_name}: label_names {list(self._label_names)} differ from the "
                 f"saved model's {list(names)}"
             )
@@ -321,7 +322,7 @@ class TextClassificationTask(SentenceTask):
                 or len(thresholds) != len(names)
                 or not all(isinstance(t, int | float) and 0.0 < t < 1.0 for t in thresholds)
             ):
-                raise ValueError(
+                raise UserError(
                     f"{self.task_name}: the saved thresholds {thresholds} are not one number "
                     f"in (0, 1) per label of {list(names)}"
                 )
@@ -334,7 +335,7 @@ class TextClassificationTask(SentenceTask):
         this task has it; `kinds` names a model without and with it."""
         saved = bool(state.get(option))
         if saved != getattr(self, option):
-            raise ValueError(
+            raise UserError(
                 f"{self.task_name}: the saved model is {kinds[saved]} but "
                 f"{option}={getattr(self, option)}"
             )
@@ -444,7 +445,7 @@ class TextClassificationTask(SentenceTask):
         file_format = self._format(path)
         if file_format == "fasttext":
             if self.option_values["text_pair_column"]:
-                raise ValueError(
+                raise UserError(
                     f"{path}: fastText lines hold one text; text_pair_column needs TSV or CSV"
                 )
             rows = [
@@ -546,7 +547,7 @@ class TextClassificationTask(SentenceTask):
 
     def read(self, split: str) -> list[SentenceExample]:
         if split not in _FILE_OPTIONS:
-            raise ValueError(
+            raise UserError(
                 f"{self.task_name} has no split {split!r}; its splits are {list(_FILE_OPTIONS)}"
             )
         examples = self._read_file_examples(split)

@@ -27,6 +27,7 @@ import tensorflow as tf
 from keras_bert_zoo.tasks._shared import strided_windows
 from keras_bert_zoo.text.packer import BertPacker
 from keras_bert_zoo.text.preprocessing_layer import TokenizingPreprocessor
+from keras_bert_zoo.utils.errors import UserError
 
 # Keys of the per-window metadata.
 ROW_INDEX = "row_index"  # the window's row in the input batch
@@ -92,14 +93,14 @@ class SentenceWindowPreprocessor(TokenizingPreprocessor):
         self.window_stride = int(window_stride)
         self.num_texts = int(num_texts)
         if self.num_texts not in (1, 2):
-            raise ValueError(f"num_texts must be 1 or 2, got {self.num_texts}")
+            raise UserError(f"num_texts must be 1 or 2, got {self.num_texts}")
         minimum = 3 if self.num_texts == 1 else 5
         if self.sequence_length < minimum:
-            raise ValueError(
+            raise UserError(
                 f"sequence_length must be >= {minimum} to hold a window, got {self.sequence_length}"
             )
         if self.window_stride < 1:
-            raise ValueError(f"window_stride must be >= 1, got {self.window_stride}")
+            raise UserError(f"window_stride must be >= 1, got {self.window_stride}")
         # The windows are sized to fit, so the packer never trims.
         self.packer = BertPacker(self.sequence_length, dtype="int32")
         if self.tokenizer.has_vocabulary:  # else it comes with load_assets
@@ -179,9 +180,7 @@ def aggregate_windows(
         result = np.full((num_examples, values.shape[1]), -np.inf)
         np.maximum.at(result, example_index, values)
         return result
-    raise ValueError(
-        f"window_aggregation must be one of {WINDOW_AGGREGATIONS}, got {aggregation!r}"
-    )
+    raise UserError(f"window_aggregation must be one of {WINDOW_AGGREGATIONS}, got {aggregation!r}")
 
 
 def aggregate_windows_tf(values, row_index, num_rows, aggregation: str):
@@ -190,6 +189,4 @@ def aggregate_windows_tf(values, row_index, num_rows, aggregation: str):
         return tf.math.unsorted_segment_mean(values, row_index, num_rows)
     if aggregation == "max":
         return tf.math.unsorted_segment_max(values, row_index, num_rows)
-    raise ValueError(
-        f"window_aggregation must be one of {WINDOW_AGGREGATIONS}, got {aggregation!r}"
-    )
+    raise UserError(f"window_aggregation must be one of {WINDOW_AGGREGATIONS}, got {aggregation!r}")

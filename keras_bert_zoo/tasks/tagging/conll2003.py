@@ -26,6 +26,7 @@ from keras_bert_zoo.tasks.tagging.task import (
     WINDOW_STRIDE_OPTION,
     TokenClassificationTask,
 )
+from keras_bert_zoo.utils.errors import UserError
 
 CONLL2003_TAGS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
 
@@ -52,7 +53,7 @@ class Conll2003Task(TokenClassificationTask):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if self.option_values["tag_scheme"] == "raw":
-            raise ValueError("conll2003 tags are IOB1 or IOB2; tag_scheme='raw' does not apply")
+            raise UserError("conll2003 tags are IOB1 or IOB2; tag_scheme='raw' does not apply")
         self._tags = CONLL2003_TAGS
 
     def _column_options(self) -> dict:
@@ -64,7 +65,7 @@ class Conll2003Task(TokenClassificationTask):
     def load_state(self, state) -> None:
         scheme = dict(state).get("tag_scheme")
         if state and scheme not in ("IOB1", "IOB2"):
-            raise ValueError(f"conll2003: the saved tag_scheme {scheme!r} is not IOB1 or IOB2")
+            raise UserError(f"conll2003: the saved tag_scheme {scheme!r} is not IOB1 or IOB2")
         super().load_state(state)
 
     def read(self, split: str) -> list[TaggedSentence]:
@@ -81,7 +82,7 @@ class Conll2003Task(TokenClassificationTask):
         names = builder.info.features["ner"].feature.names
         unknown = sorted(set(names) - set(CONLL2003_TAGS))
         if unknown:
-            raise ValueError(f"tensorflow-datasets conll2003: unknown NER tags {unknown}")
+            raise UserError(f"tensorflow-datasets conll2003: unknown NER tags {unknown}")
         sentences = []
         for index, record in enumerate(tfds_dataset(builder, split).as_numpy_iterator()):
             sentences.append(

@@ -49,6 +49,8 @@ from collections.abc import Callable, Sequence
 import keras
 import tensorflow as tf
 
+from keras_bert_zoo.utils.errors import UserError
+
 OUTSIDE = "O"
 TAG_SCHEMES = ("IOB1", "IOB2", "raw")
 IGNORED_LABEL = -1  # positions that read no word: the loss and the accuracy skip them
@@ -186,7 +188,7 @@ def detect_tag_scheme(sentences: Sequence[Sequence[str]]) -> str:
                 previous_type = None
     if bad or (prefixed and unprefixed):
         examples = sorted(set(bad))[:5] or ["prefixed and unprefixed tags mixed"]
-        raise ValueError(
+        raise UserError(
             f"Unsupported tag scheme: {examples}. Tags must be IOB1/IOB2 (O, B-X, I-X) "
             "or raw tags without prefixes."
         )
@@ -253,16 +255,16 @@ def entity_scores(
         `EntityScores`; `per_type` holds every type found in gold or predictions.
     """
     if mode not in _EXTRACTORS:
-        raise ValueError(f"mode must be one of {sorted(_EXTRACTORS)}, got {mode!r}")
+        raise UserError(f"mode must be one of {sorted(_EXTRACTORS)}, got {mode!r}")
     if len(gold) != len(predicted):
-        raise ValueError(f"{len(gold)} gold sentences but {len(predicted)} predicted")
+        raise UserError(f"{len(gold)} gold sentences but {len(predicted)} predicted")
     extract = _EXTRACTORS[mode]
     correct: Counter = Counter()
     found_gold: Counter = Counter()
     found_predicted: Counter = Counter()
     for index, (gold_tags, predicted_tags) in enumerate(zip(gold, predicted, strict=True)):
         if len(gold_tags) != len(predicted_tags):
-            raise ValueError(
+            raise UserError(
                 f"Sentence {index}: {len(gold_tags)} gold tags but {len(predicted_tags)} predicted"
             )
         gold_entities = set(extract(gold_tags))
@@ -316,7 +318,7 @@ def conll_report(
     the conlleval ones.
     """
     if tag_scheme not in TAG_SCHEMES:
-        raise ValueError(f"tag_scheme must be one of {TAG_SCHEMES}, got {tag_scheme!r}")
+        raise UserError(f"tag_scheme must be one of {TAG_SCHEMES}, got {tag_scheme!r}")
     scores = entity_scores(gold, predicted, "raw" if tag_scheme == "raw" else "conlleval")
     report = {
         "precision": scores.precision,

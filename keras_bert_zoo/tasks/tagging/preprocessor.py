@@ -26,6 +26,7 @@ import tensorflow as tf
 from keras_bert_zoo.text.offsets import valid_utf8
 from keras_bert_zoo.text.packer import BertPacker
 from keras_bert_zoo.text.preprocessing_layer import TokenizingPreprocessor
+from keras_bert_zoo.utils.errors import UserError
 
 
 def split_words(sentences):
@@ -107,9 +108,9 @@ class TaggingPreprocessor(TokenizingPreprocessor):
     def __init__(self, tokenizer, sequence_length: int = 128, window_stride: int = 64, **kwargs):
         super().__init__(tokenizer, **kwargs)
         if int(sequence_length) < 3:
-            raise ValueError(f"sequence_length must be >= 3 to hold a piece, got {sequence_length}")
+            raise UserError(f"sequence_length must be >= 3 to hold a piece, got {sequence_length}")
         if int(window_stride) < 1:
-            raise ValueError(f"window_stride must be >= 1, got {window_stride}")
+            raise UserError(f"window_stride must be >= 1, got {window_stride}")
         self.sequence_length = int(sequence_length)
         self.window_stride = int(window_stride)
         self.packer = BertPacker(self.sequence_length, dtype="int32")

@@ -22,6 +22,8 @@ import os
 import re
 from collections.abc import Sequence
 
+from keras_bert_zoo.utils.errors import UserError
+
 DOCUMENT_START = "-DOCSTART-"
 
 
@@ -136,7 +138,7 @@ def _column_count_error(
         problem = f"the word {fields[word]!r} is missing a column: " + columns
     if tabs_reason and fields != _blank_fields(line):
         problem += f"; columns are split at tabs alone ({tabs_reason})"
-    return ValueError(f"{path}:{number}: {problem}{shown}")
+    return UserError(f"{path}:{number}: {problem}{shown}")
 
 
 def _read_lines(path: str, encoding: str) -> list[tuple[int, str]]:
@@ -147,7 +149,7 @@ def _read_lines(path: str, encoding: str) -> list[tuple[int, str]]:
             try:
                 text = raw.decode(encoding)
             except UnicodeDecodeError as e:
-                raise ValueError(
+                raise UserError(
                     f"{path}:{number}: not valid {encoding} ({e.reason} at byte {e.start}); "
                     "pass the file's encoding (Task(encoding=...))"
                 ) from e
@@ -201,7 +203,7 @@ def read_column_file(
         raise FileNotFoundError(f"{path}: no such file")
     lines = _read_lines(path, encoding)
     if delimiter not in ("auto", "space", "tab"):
-        raise ValueError(f"delimiter must be 'auto', 'space' or 'tab', got {delimiter!r}")
+        raise UserError(f"delimiter must be 'auto', 'space' or 'tab', got {delimiter!r}")
     tabs_reason = "delimiter='tab'" if delimiter == "tab" else ""  # for the errors
     if delimiter == "auto":
         delimiter, tabs_line = _detect_delimiter(lines)
@@ -243,7 +245,7 @@ def read_column_file(
             if len(fields) == 1 and allow_unlabelled:
                 labelled = False
             elif len(fields) < 2:
-                raise ValueError(
+                raise UserError(
                     f"{path}:{number}: expected a word and a tag column, found 1 column: {line!r}"
                 )
             needed = 1
@@ -253,7 +255,7 @@ def read_column_file(
                     tag_column + 1 if tag_column >= 0 else -tag_column,
                 )
             if len(fields) < needed:
-                raise ValueError(
+                raise UserError(
                     f"{path}:{number}: {len(fields)} columns, but word_column={word_column} "
                     f"and tag_column={tag_column} need {needed}: {line!r}"
                 )
@@ -275,7 +277,7 @@ def read_column_file(
         if labelled:
             tag = fields[tag_column]
             if known is not None and tag not in known:
-                raise ValueError(
+                raise UserError(
                     f"{path}:{number}: unknown tag {tag!r}; the tags are {sorted(known)}"
                     + (f" ({known_tags_source})" if known_tags_source else "")
                 )

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from keras_bert_zoo.tasks.tagging import metrics
+from keras_bert_zoo.utils.errors import UserError
 
 _OUTSIDE_PREFIX, _BEGIN_PREFIX, _INSIDE_PREFIX, _OTHER_PREFIX = 0, 1, 2, 3
 
@@ -54,7 +55,7 @@ def entity_spans(tag_ids, tags: Sequence[str], tag_scheme: str):
         in the sentence) and `type` (string).
     """
     if tag_scheme not in metrics.TAG_SCHEMES:
-        raise ValueError(f"tag_scheme must be one of {metrics.TAG_SCHEMES}, got {tag_scheme!r}")
+        raise UserError(f"tag_scheme must be one of {metrics.TAG_SCHEMES}, got {tag_scheme!r}")
     flat = tag_ids.flat_values
     word_sentence = tag_ids.value_rowids()
     sentence_start = tf.gather(tag_ids.row_starts(), word_sentence)

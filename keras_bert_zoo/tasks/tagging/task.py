@@ -94,6 +94,7 @@ from keras_bert_zoo.tasks.tagging.spans import entity_spans, word_logits
 from keras_bert_zoo.tasks.task import Task, TaskOption
 from keras_bert_zoo.text.offsets import valid_utf8
 from keras_bert_zoo.utils.atomic import atomic_open
+from keras_bert_zoo.utils.errors import UserError
 
 TAG_SCHEME_OPTION = TaskOption(
     "tag_scheme",
@@ -164,7 +165,7 @@ class TokenClassificationTask(Task):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if self.option_values["window_stride"] < 1:
-            raise ValueError(
+            raise UserError(
                 f"window_stride must be >= 1, got {self.option_values['window_stride']}"
             )
         self._examples_cache: dict[str, list[TaggedSentence]] = {}
@@ -174,7 +175,7 @@ class TokenClassificationTask(Task):
         if tag_set:
             tags = tuple(tag.strip() for tag in tag_set.split(",") if tag.strip())
             if len(set(tags)) != len(tags):
-                raise ValueError(f"tag_set lists a tag twice: {tag_set!r}")
+                raise UserError(f"tag_set lists a tag twice: {tag_set!r}")
             self._tags = tags
 
     # === Data ===
@@ -188,9 +189,9 @@ class TokenClassificationTask(Task):
 
     def split_path(self, split: str) -> str:
         if self.data_dir is None:
-            raise ValueError(f"{self.task_name}: data_dir with the column files is required")
+            raise UserError(f"{self.task_name}: data_dir with the column files is required")
         if split not in self.split_files:
-            raise ValueError(
+            raise UserError(
                 f"{self.task_name}: unknown split {split!r}; splits: {sorted(self.split_files)}"
             )
         return find_split_file(self.data_dir, self.split_files[split], split)
@@ -213,7 +214,7 @@ class TokenClassificationTask(Task):
             training = self._read_file("train", None, "")
             found = {tag for sentence in training for tag in sentence.tags}
             if not found:
-                raise ValueError(f"{self.split_path('train')}: no tagged words")
+                raise UserError(f"{self.split_path('train')}: no tagged words")
             # Rejects IOBES; the scheme is kept for the state.
             scheme = detect_tag_scheme([s.tags for s in training])
             if self._tag_scheme is None:
@@ -281,7 +282,7 @@ class TokenClassificationTask(Task):
             **self._column_options(),
         )
         if not sentences:
-            raise ValueError(f"{path}: no sentences (expected the {self.task_name} transfer file)")
+            raise UserError(f"{path}: no sentences (expected the {self.task_name} transfer file)")
         return [
             TaggedSentence(
                 example_id=TRANSFER_EXAMPLE_ID.format(n),
@@ -339,7 +340,7 @@ class TokenClassificationTask(Task):
             for example in examples:
                 for word_number, tag in enumerate(example.tags):
                     if tag not in tag_to_id:
-                        raise ValueError(
+                        raise UserError(
                             f"{example.source} (word {word_number}): unknown tag {tag!r}; "
                             f"the tags are {list(self.tags)}"
                         )
@@ -420,10 +421,10 @@ class TokenClassificationTask(Task):
 
     def evaluate(self, answers, examples) -> dict[str, float]:
         if len(answers) != len(examples):
-            raise ValueError(f"{len(answers)} answers for {len(examples)} examples")
+            raise UserError(f"{len(answers)} answers for {len(examples)} examples")
         unlabelled = [example.source for example in examples if example.tags is None]
         if unlabelled:
-            raise ValueError(f"Cannot evaluate unlabelled sentences (first: {unlabelled[0]})")
+            raise UserError(f"Cannot evaluate unlabelled sentences (first: {unlabelled[0]})")
         gold = [list(example.tags) for example in examples]
         predicted = [list(answer) for answer in answers]
         return conll_report(gold, predicted, self.tag_scheme(examples))
@@ -438,7 +439,7 @@ class TokenClassificationTask(Task):
         `conlleval < predictions_dev.txt` (add `-d "\\t"` for a tab-separated file).
         """
         if len(answers) != len(examples):
-            raise ValueError(f"{len(answers)} answers for {len(examples)} examples")
+            raise UserError(f"{len(answers)} answers for {len(examples)} examples")
         labelled = all(example.tags is not None for example in examples)
         spaced = any(" " in word for example in examples for word in example.words)
         delimiter = "\t" if spaced else " "
@@ -447,7 +448,7 @@ class TokenClassificationTask(Task):
         with atomic_open(path, encoding="utf-8") as f:
             for example, answer in zip(examples, answers, strict=True):
                 if len(answer) != len(example.words):
-                    raise ValueError(
+                    raise UserError(
                         f"{example.source}: {len(answer)} predicted tags for "
                         f"{len(example.words)} words"
                     )
@@ -491,22 +492,22 @@ class TokenClassificationTask(Task):
             return
         tags = tuple(state.get("tags") or ())
         if not tags or not all(isinstance(tag, str) and tag for tag in tags):
-            raise ValueError(f"{self.task_name}: the saved state has no valid tags: {state}")
+            raise UserError(f"{self.task_name}: the saved state has no valid tags: {state}")
         if len(set(tags)) != len(tags):
-            raise ValueError(f"{self.task_name}: the saved tags list a tag twice: {list(tags)}")
+            raise UserError(f"{self.task_name}: the saved tags list a tag twice: {list(tags)}")
         if self._tags is not None and self._tags != tags:
-            raise ValueError(
+            raise UserError(
                 f"{self.task_name}: the saved model's tags {list(tags)} differ from this "
                 f"task's {list(self._tags)} (a model fine-tuned on another tag set?)"
             )
         scheme = state.get("tag_scheme")
         if scheme not in TAG_SCHEMES:
-            raise ValueError(
+            raise UserError(
                 f"{self.task_name}: the saved tag_scheme {scheme!r} is not one of {TAG_SCHEMES}"
             )
         option = self.option_values["tag_scheme"]
         if option != "auto" and option != scheme:
-            raise ValueError(
+            raise UserError(
                 f"{self.task_name}: tag_scheme={option} but the saved model was trained "
                 f"on {scheme} tags"
             )
