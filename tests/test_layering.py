@@ -20,7 +20,12 @@ The rules (README.md, "Architecture"):
 - `tasks/` (the task contract and the task families) imports neither `serving/` nor
   `runners/`: exporting and running jobs are above the tasks.
 - `training/` (the loop every job shares) imports no task (`tasks/`, `pretraining/`),
-  nor `serving/`, nor `runners/`: it never branches on what it trains.
+  nor `serving/`, nor `runners/`: it never branches on what it trains. Nor does it know
+  a model, a checkpoint layout or an input pipeline (`models/`, `checkpoints/`, `data/`):
+  the job passes the loss function, the batches' transformation and the initial weights.
+  It may save a model for inference (`TRAINING_MODEL_MODULES`: the best export), and
+  `trainer.py` not even that. No absl: the binaries define the flags from
+  `TrainingOptions`.
 - `runners/` (the jobs behind `tools/run_*.py`) is the top floor: nothing in the package
   outside `runners/` imports it (`tools/` may).
 - `utils/` is the ground floor: it imports nothing of the package but `utils/` itself (a
@@ -61,6 +66,10 @@ DEPRECATED_ALIASES = {
 # The modules of `utils/` below every floor, `layers/` and `models/` included: an error
 # class and the deprecated-alias helper, pure Python that knows no file, flag or tf.data.
 GROUND_MODULES = frozenset({"keras_bert_zoo.utils.errors", "keras_bert_zoo.utils.deprecation"})
+
+# What training/ may use of models/: saving a model without its optimizer (the default
+# best export, `training.evaluation`), which knows no model class.
+TRAINING_MODEL_MODULES = frozenset({"keras_bert_zoo.models.model_files"})
 
 # The modules of `layers/` that `config.py` validates its fields with.
 CONFIG_LAYERS_MODULES = frozenset(
@@ -156,8 +165,17 @@ RULES = [
     Rule(
         name="training",
         applies_to=frozenset({"training"}),
-        forbidden=frozenset({"tasks", "pretraining", "serving", "runners"}),
-        why="training/ imports no task (tasks/, pretraining/), nor serving/, nor runners/",
+        forbidden=frozenset(
+            {"tasks", "pretraining", "serving", "runners", "models", "checkpoints", "data"}
+        ),
+        forbidden_external=frozenset({"absl"}),
+        allowed_modules=TRAINING_MODEL_MODULES,
+        why=(
+            "training/ imports no task (tasks/, pretraining/), nor serving/, nor runners/, "
+            "and knows no model, checkpoint layout or input pipeline (models/ but "
+            "TRAINING_MODEL_MODULES, checkpoints/, data/: the job passes its loss function "
+            "and initial weights), nor absl"
+        ),
     ),
     Rule(
         name="utils",
@@ -371,6 +389,42 @@ def test_the_utils_and_config_rules_catch_what_they_must():
         "keras_bert_zoo.text",
         "keras_bert_zoo.models",
     ]
+
+
+def test_the_training_rule_catches_the_trainer_s_old_edges():
+    rules = {rule.name: rule for rule in RULES}
+    # What trainer.py did before the job passed its loss function and initial weights.
+    found = imports_in(
+        "\n".join(
+            [
+                "from keras_bert_zoo.data import packing",
+                "from keras_bert_zoo.models import head_positions, packed",
+                "from keras_bert_zoo.models.model_files import save_inference_model",
+                "from keras_bert_zoo.utils import interrupts",
+                "from absl import flags",
+                "def _initialize(model, path):",
+                "    from keras_bert_zoo.checkpoints import load_weights",
+            ]
+        ),
+        module="keras_bert_zoo.training.trainer",
+        is_package=False,
+        relative="keras_bert_zoo/training/trainer.py",
+    )
+    assert [i.target for i in found if rules["training"].breaks("training", i)] == [
+        "keras_bert_zoo.data.packing",
+        "keras_bert_zoo.models.head_positions",
+        "keras_bert_zoo.models.packed",
+        "absl",
+        "keras_bert_zoo.checkpoints",
+    ]
+
+
+def test_the_trainer_imports_no_model_checkpoint_or_input_pipeline(all_imports):
+    # Stricter than the training rule: not even the model saving its parts may do.
+    trainer = PACKAGE_DIR / "training" / "trainer.py"
+    reached = {area_of(i.target) for i in all_imports[trainer] if i.target.startswith(PACKAGE)}
+    assert "training" in reached  # the scan saw its imports
+    assert not reached & {"models", "checkpoints", "data"}, sorted(reached)
 
 
 def test_the_data_and_ground_rules_catch_what_they_must():

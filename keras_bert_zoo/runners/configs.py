@@ -3,7 +3,8 @@
 Each field is declared once, with its default, help and bounds (`utils.settings`):
 `define_flags` defines the flags from it, `config_from_flags` reads them back, and
 `--helpfull` shows the same help. The training core's fields come from
-`training.flags.TrainingOptions`; a job redeclares only the defaults it changes.
+`training.options.TrainingOptions`; a job redeclares only the defaults it changes (a
+default every job shares is the core's: google-research/bert's learning rate, 5e-5).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from keras_bert_zoo.runners import run_dir
 from keras_bert_zoo.runners.runner import MODES
 from keras_bert_zoo.tasks import registry
 from keras_bert_zoo.tasks.pretraining import INPUT_MODES
-from keras_bert_zoo.training.flags import TrainingFlags
+from keras_bert_zoo.training.options import TrainingOptions
 from keras_bert_zoo.utils import settings
 from keras_bert_zoo.utils.deprecation import RenamedFields
 from keras_bert_zoo.utils.errors import UserError
@@ -28,11 +29,16 @@ PRETRAINING_MODES = ("train", "eval", "export")
 
 
 @dataclasses.dataclass
-class JobOptions(TrainingFlags, metaclass=RenamedFields):
-    """The settings every job shares: the training core's, where the run goes
-    (`output_dir`) and starts from (`init_checkpoint`, which each job redeclares with
-    what it accepts), and its vocabulary, evaluation batch and exports."""
+class JobOptions(TrainingOptions, metaclass=RenamedFields):
+    """The settings every job shares: the training core's (where the run goes,
+    `output_dir`, among them), where it starts from (`init_checkpoint`, which each job
+    redeclares with what it accepts), and its vocabulary, evaluation batch and exports."""
 
+    init_checkpoint: str | None = setting(
+        None,
+        help="On a fresh start, load the encoder (and any heads it holds) from this "
+        "checkpoint: a google-research/bert or Hugging Face directory.",
+    )
     vocab_file: str | None = setting(
         None,
         help="WordPiece vocab.txt (default: --init_checkpoint's; pretraining copies it into "
@@ -57,7 +63,7 @@ class JobOptions(TrainingFlags, metaclass=RenamedFields):
     RENAMED_FIELDS: ClassVar = {"export_formats": "checkpoint_layouts"}
 
     def __post_init__(self):
-        settings.check_values(self)
+        super().__post_init__()
         self.checkpoint_layouts = run_dir.check_checkpoint_layouts(self.checkpoint_layouts)
 
 
@@ -69,7 +75,7 @@ class FinetuningConfig(JobOptions):
     """Every setting of a fine-tuning run; each field is the binary's flag of that name,
     with its help (`utils.settings`).
 
-    The training fields are those of `keras_bert_zoo.training.flags`; the defaults are
+    The training fields are those of `keras_bert_zoo.training.options`; the defaults are
     google-research/bert's `run_classifier.py` ones (the paper's fine-tuning recipe).
     `task_options` holds the task's own options (`TaskOption`s) by name, e.g.
     `{"train_file": "reviews.tsv", "heldout_fraction": 0.25}`: one flag each; in
@@ -120,7 +126,6 @@ class FinetuningConfig(JobOptions):
         help="Optimizer steps (default: examples / --train_batch_size * --num_train_epochs).",
         lower_bound=0,
     )
-    eval_batch_size: int = 32
     predict_batch_size: int = setting(32, help="Batch size of prediction.", lower_bound=1)
     use_best_model: bool = setting(
         False,
@@ -130,8 +135,7 @@ class FinetuningConfig(JobOptions):
     export_best: bool = setting(
         True, help="Export the best evaluated model to --output_dir/best/ during training."
     )
-    # === Training core (keras_bert_zoo.training.flags): the defaults fine-tuning changes ===
-    learning_rate: float = 5e-5
+    # === Training core (keras_bert_zoo.training.options): the defaults fine-tuning changes ===
     warmup_proportion: float = 0.1
     steps_per_loop: int = 10
     eval_every: int | None = None  # once per epoch
@@ -199,7 +203,7 @@ def config_from_flags(flag_values=None) -> FinetuningConfig:
 @dataclasses.dataclass
 class PretrainingConfig(JobOptions):
     """Every setting of a pretraining run: one flag per field, its help in the field
-    (`utils.settings`); the training core's are `training.flags.TrainingOptions`'. The
+    (`utils.settings`); the training core's are `training.options.TrainingOptions`'. The
     defaults are google-research/bert's `run_pretraining.py` ones, except the warmup: 1%
     of the steps (the paper's 10,000 of 1,000,000), as a fixed 10,000 would exceed a
     shorter run."""
@@ -264,8 +268,7 @@ class PretrainingConfig(JobOptions):
     )
     # === Run ===
     num_train_steps: int = setting(100_000, help="Optimizer steps.", lower_bound=1)
-    # === Training core (keras_bert_zoo.training.flags): the defaults pretraining changes ===
-    learning_rate: float = 5e-5
+    # === Training core (keras_bert_zoo.training.options): the defaults pretraining changes ===
     warmup_proportion: float = 0.01
     decay_from_step_zero: bool = True
 
@@ -372,8 +375,6 @@ class DistillationConfig(FinetuningConfig):
         "Evaluate, predict or export the result with run_finetuning.py.",
         choices=DISTILLATION_MODES,
     )
-    # The teacher's learning rate regime suits a student that starts from its layers.
-    learning_rate: float = 5e-5
 
 
 def distillation_flag_names() -> list[str]:

@@ -290,7 +290,7 @@ class DistillationJob(finetuning.FinetuningJob):
             initializer(student)
         return student
 
-    def initializer(self):
+    def initial_weights(self):
         return None  # the student's weights are set when it is built
 
     def record_run(self, *, write: bool) -> None:

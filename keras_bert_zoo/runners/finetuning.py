@@ -60,6 +60,7 @@ from keras_bert_zoo.runners.configs import (
     explicit_flag_values,
     runner_flag_names,
 )
+from keras_bert_zoo.runners.loss_and_weights import load_checkpoint
 from keras_bert_zoo.runners.runner import (
     MODES,
     Job,
@@ -236,8 +237,9 @@ class FinetuningJob(Job):
     def compile_kwargs(self) -> dict[str, Any]:
         return {"loss": self.task.loss(), "metrics": self.task.metrics()}
 
-    def initializer(self):
-        return self.source.encoder_initializer()
+    def initial_weights(self):
+        initializer = self.source.encoder_initializer()
+        return load_checkpoint(initializer) if isinstance(initializer, str) else initializer
 
     def record_run(self, *, write: bool) -> None:
         """`output_dir/task.json`: a resumed run must be the same task; written once
@@ -273,8 +275,6 @@ class FinetuningJob(Job):
         return {}
 
     def log_plan(self) -> None:
-        from keras_bert_zoo.training import flags as training_flags
-
         config = self.config
         logger.info(
             "%s: %s, %d steps of %d (%.3g epochs), learning rate %g, warmup %d steps",
@@ -284,7 +284,7 @@ class FinetuningJob(Job):
             config.train_batch_size,
             self.num_train_steps / self.steps_per_epoch,
             config.learning_rate,
-            training_flags.optimizer_config(config).resolved_warmup_steps(self.num_train_steps),
+            config.optimizer_config().resolved_warmup_steps(self.num_train_steps),
         )
 
     def _training_set(self) -> str:

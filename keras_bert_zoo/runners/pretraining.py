@@ -158,7 +158,14 @@ class PretrainingJob(Job):
             source_vocab_file=source.vocab_file if source else None,
             training=training,
         )
-        self.bert_config, self.vocab_file = self.task.bert_config, self.task.vocab_file
+        vocab_file = self.task.vocab_file
+        if training and self.config.preset and vocab_file and os.path.isfile(vocab_file):
+            # A preset is an architecture: its word-embedding table and output layer take
+            # the vocabulary's size (a --bert_config_file keeps its own vocab_size, which
+            # must hold the vocabulary: check_vocab_fits).
+            tokens = len(self.task.vocabulary())
+            self.task.bert_config = self.task.bert_config.replace(vocab_size=tokens)
+        self.bert_config, self.vocab_file = self.task.bert_config, vocab_file
         if self.vocab_file:
             sources.check_vocab_fits(self.vocab_file, self.bert_config)
         return self.task
@@ -173,7 +180,7 @@ class PretrainingJob(Job):
     def compile_kwargs(self) -> dict[str, Any]:
         return self.task.compile_kwargs()
 
-    def initializer(self):
+    def initial_weights(self):
         source = self.source
         if source is None or not source.has_weights:
             return None

@@ -161,7 +161,7 @@ def write_evaluation_summaries(directory: str, step: int, task, matrices) -> Non
         return
     import tensorflow as tf
 
-    from keras_bert_zoo.training.trainer import write_scalar, write_text
+    from keras_bert_zoo.training.reporting import write_scalar, write_text
 
     writer = tf.summary.create_file_writer(directory)
     with writer.as_default():

@@ -10,10 +10,12 @@ Runner(job).run():                mode: job.mode (config.mode)
     job.record_run(write=False)   a rerun must be the same run (the resume fingerprint)
     job.count_train_steps()       the optimizer steps of the run
     compile(model)                keras optimizer from the optimizer flags + job.compile_kwargs()
-    build_trainer(model)          training.Trainer from the loop flags
+    build_trainer(model)          training.Trainer from the loop flags, with the job's
+                                  job.loss_fn(model) and job.dataset_transform()
     job.record_run(write=chief)
-    train(trainer)                Trainer.train with periodic evaluation (job.evaluate), the
-                                  best export (job.export_best), eval_results.json after each
+    train(trainer)                Trainer.train from job.initial_weights(), with periodic
+                                  evaluation (job.evaluate), the best export (job.export_best),
+                                  eval_results.json after each
     job.final_model()             the model the run reports (the final or the best one)
   eval | predict | export:
     job.load_for_inference()      the model of a finished run (or a checkpoint), in scope
@@ -37,10 +39,16 @@ import dataclasses
 import logging
 import os
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from keras_bert_zoo.runners import run_dir
+from keras_bert_zoo.runners.loss_and_weights import (
+    load_checkpoint,
+    model_loss_fn,
+    packing_transform,
+)
 from keras_bert_zoo.training import distribute
 from keras_bert_zoo.utils.errors import UserError
 
@@ -73,8 +81,8 @@ class Job(abc.ABC):
     """One kind of training run, in the parts the `Runner` calls.
 
     Attributes:
-        config: the run's settings, a `training.flags.TrainingOptions` subclass with
-            `output_dir` and `export_formats`.
+        config: the run's settings, a `training.options.TrainingOptions` subclass
+            (`runners.configs.JobOptions`).
         output_dir: the absolute run directory.
         num_train_steps: optimizer steps; `count_train_steps` sets it.
         input_state: `Trainer.train`'s `input_state` (`"skip"`: a deterministic
@@ -121,9 +129,35 @@ class Job(abc.ABC):
         """`model.compile` arguments besides the optimizer (loss, metrics)."""
         return {}
 
-    def initializer(self) -> str | Callable | None:
-        """`Trainer.train(init_checkpoint=...)`: the initial weights of a fresh start."""
-        return None
+    def initial_weights(self) -> Callable | None:
+        """`Trainer.train(initial_weights=...)`: the weights of a fresh start, a function
+        of the model (e.g. `load_checkpoint(path)`) or a loaded model (None: as built)."""
+        legacy = getattr(type(self), "initializer", None)
+        if legacy is None:
+            return None
+        warnings.warn(
+            f"{type(self).__name__}.initializer() is Job.initial_weights() (a function of the "
+            "model or a loaded model; load_checkpoint(path) for a checkpoint directory); the "
+            "old name will be removed in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        given = legacy(self)
+        return load_checkpoint(given) if isinstance(given, str) else given
+
+    # --- What the model trains through (the Trainer knows no model) ---
+
+    def loss_fn(self, model) -> Callable:
+        """`Trainer(loss_fn=...)`: the loss of one micro-batch of `model` (see
+        `model_loss_fn`), packed with `config.packed_sequences`."""
+        return model_loss_fn(model, packed=self.config.packed_sequences)
+
+    def dataset_transform(self) -> Callable | None:
+        """`Trainer(dataset_transform=...)`: the batches packed, with
+        `config.packed_sequences` (else None)."""
+        if not self.config.packed_sequences:
+            return None
+        return packing_transform(self.config.gradient_accumulation_steps)
 
     @abc.abstractmethod
     def record_run(self, *, write: bool) -> None:
@@ -228,11 +262,10 @@ def tensorboard_hint(output_dir: str) -> str:
 
 def setup_strategy(config):
     """`(strategy, is_chief)`: the strategy, seed and dtype policy of the training
-    flags in `config`. The chief alone writes the run directory (two writers would also
-    remove each other's in-flight temporaries); it clears what a killed run left."""
-    from keras_bert_zoo.training import flags as training_flags
-
-    strategy = training_flags.setup(config)
+    settings in `config` (a `TrainingOptions`). The chief alone writes the run directory
+    (two writers would also remove each other's in-flight temporaries); it clears what a
+    killed run left."""
+    strategy = config.setup()
     chief = distribute.is_chief(strategy)
     if chief:
         run_dir.remove_stale_temporaries(config.output_dir)
@@ -392,24 +425,27 @@ class Runner:
             return self.job.build_model()
 
     def compile(self, model) -> None:
-        from keras_bert_zoo.training import flags as training_flags
         from keras_bert_zoo.training import optimization
 
         config = self.job.config
         with self.strategy.scope():
             model.compile(
                 optimizer=optimization.create_optimizer(
-                    training_flags.optimizer_config(config), self.job.num_train_steps
+                    config.optimizer_config(), self.job.num_train_steps
                 ),
                 **self.job.compile_kwargs(),
             )
 
     def build_trainer(self, model):
         from keras_bert_zoo.training import Trainer
-        from keras_bert_zoo.training import flags as training_flags
 
+        job = self.job
         return Trainer(
-            model, strategy=self.strategy, **training_flags.trainer_kwargs(self.job.config)
+            model,
+            strategy=self.strategy,
+            loss_fn=job.loss_fn(model),
+            dataset_transform=job.dataset_transform(),
+            **job.config.trainer_settings(),
         )
 
     def train(self):
@@ -422,7 +458,7 @@ class Runner:
             eval_every=job.eval_every if job.evaluates else 0,
             best_metric=job.best_metric if job.evaluates else None,
             higher_is_better=job.higher_is_better,
-            init_checkpoint=job.initializer(),
+            initial_weights=job.initial_weights(),
             export_fn=job.export_best(),
             global_batch_size=job.config.train_batch_size,
         )

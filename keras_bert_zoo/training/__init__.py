@@ -1,16 +1,25 @@
-"""The training core every binary stands on.
+"""The training core every job stands on.
 
-- `optimization`: AdamW and LAMB with BERT's exclusions, warmup + linear/cosine
-  schedules, `create_optimizer(OptimizerConfig, num_train_steps)`.
+- `options`: `TrainingOptions`, the settings every training binary shares (one dataclass
+  field per flag), and what they build: the strategy, the optimizer config, the
+  Trainer's settings.
+- `optimization`: AdamW and LAMB with BERT's exclusions, `create_optimizer(
+  OptimizerConfig, num_train_steps)`; `schedules`: warmup + linear/cosine schedules.
 - `distribute`: `get_strategy("one_device" | "mirrored" | "multi_worker_mirrored" |
-  "tpu")` and the worker layout.
-- `trainer`: `Trainer`, the one loop (gradient accumulation, global clipping, loss
-  scaling, progress, TensorBoard, checkpoints with exact resume, best export, NaN stop).
+  "tpu")`, the worker layout, and what the workers agree on between loops.
+- `trainer`: `Trainer`, the one loop, orchestrating its parts: `step` (the compiled step:
+  gradient accumulation, global clipping, loss scaling; the input; the NaN stop),
+  `run_checkpoints` (exact resume, stop requests), `evaluation` (periodic evaluation,
+  the best export) and `reporting` (progress, TensorBoard).
 - `checkpointing`: the atomic, self-checking checkpoints the loop writes.
-- `flags`: the absl flags the binaries share.
+
+Nothing here reads the command line (the binaries define flags from `TrainingOptions`
+with `utils.settings`), and nothing here knows a model, a checkpoint layout or an input
+pipeline: the job passes the loss function, its batches' transformation and the initial
+weights to the `Trainer`.
 """
 
-from keras_bert_zoo.training import distribute, optimization
+from keras_bert_zoo.training import distribute, optimization, schedules
 from keras_bert_zoo.training.checkpointing import (
     CheckpointCorruptError,
     CheckpointManager,
@@ -22,16 +31,16 @@ from keras_bert_zoo.training.optimization import (
     AdamW,
     Lamb,
     OptimizerConfig,
-    WarmupPolynomialDecay,
-    create_learning_rate_schedule,
     create_optimizer,
 )
-from keras_bert_zoo.training.trainer import (
-    NonFiniteLossError,
-    Trainer,
-    TrainingResult,
-    default_loss_fn,
+from keras_bert_zoo.training.options import TrainingOptions
+from keras_bert_zoo.training.reporting import TrainingResult
+from keras_bert_zoo.training.schedules import (
+    WarmupPolynomialDecay,
+    create_learning_rate_schedule,
 )
+from keras_bert_zoo.training.step import NonFiniteLossError, default_loss_fn
+from keras_bert_zoo.training.trainer import Trainer
 
 __all__ = [
     "AdamW",
@@ -43,6 +52,7 @@ __all__ = [
     "OptimizerConfig",
     "StrategyError",
     "Trainer",
+    "TrainingOptions",
     "TrainingResult",
     "WarmupPolynomialDecay",
     "create_learning_rate_schedule",
@@ -52,4 +62,5 @@ __all__ = [
     "get_strategy",
     "load_checkpoint_weights",
     "optimization",
+    "schedules",
 ]

@@ -21,6 +21,11 @@ TensorFlow 2.21, CPU):
 Global batch sizes are flags; `per_replica_batch_size` splits them, and each worker's
 input pipeline reads its own shard (`tf.distribute.InputContext`).
 
+Several workers must run the same steps (their collectives pair up), so whatever one
+worker decides alone (a stop request, a checkpoint due by time, the step it restored)
+they agree on between compiled loops: `WorkerAgreement` (a barrier, the smallest step, a
+flag true on any worker), each one collective, nothing at all with one worker.
+
 The TPU path is `TPUClusterResolver(tpu)` -> `experimental_connect_to_cluster` ->
 `initialize_tpu_system` -> `TPUStrategy`; `--tpu` is a TPU name, a `grpc://` address or
 `local` (a TPU VM).
@@ -46,6 +51,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Sequence
 
 import tensorflow as tf
 
@@ -231,3 +237,54 @@ def input_context(strategy: tf.distribute.Strategy) -> tf.distribute.InputContex
         input_pipeline_id=worker_index(strategy),
         num_replicas_in_sync=strategy.num_replicas_in_sync,
     )
+
+
+# === What the workers agree on ===
+
+
+class WorkerAgreement:
+    """What the workers of `strategy` agree on between compiled loops (one worker: each
+    answer is its own, with no collective).
+
+    Args:
+        strategy: the strategy the workers train under.
+    """
+
+    def __init__(self, strategy: tf.distribute.Strategy):
+        self.strategy = strategy
+        self.num_workers = num_workers(strategy)
+        self._barrier_fn = None
+
+    def barrier(self) -> None:
+        """Returns once every worker has called it."""
+        if self.num_workers == 1:
+            return
+        if self._barrier_fn is None:
+            strategy = self.strategy
+
+            @tf.function
+            def barrier():
+                ones = strategy.run(lambda: tf.constant(1.0))
+                return strategy.reduce(tf.distribute.ReduceOp.SUM, ones, axis=None)
+
+            self._barrier_fn = barrier
+        self._barrier_fn()
+
+    def smallest(self, step: int) -> int:
+        """The smallest of every worker's `step` (e.g. the step each one restored)."""
+        if self.num_workers == 1:
+            return step
+        strategy = self.strategy
+        value = tf.constant([step], tf.int64)
+        per_replica = strategy.run(lambda: tf.identity(value))
+        return int(tf.reduce_min(strategy.gather(per_replica, axis=0)).numpy())
+
+    def true_on_any(self, flags: Sequence[bool]) -> list[bool]:
+        """Each flag, true when it is true on any worker (one collective for all)."""
+        if self.num_workers == 1:
+            return [bool(flag) for flag in flags]
+        strategy = self.strategy
+        value = tf.constant([[int(bool(flag)) for flag in flags]], tf.int64)
+        per_replica = strategy.run(lambda: tf.identity(value))
+        gathered = strategy.gather(per_replica, axis=0)
+        return [bool(flag) for flag in tf.reduce_max(gathered, axis=0).numpy()]

@@ -1,5 +1,5 @@
 """The head-positions training path (`models/head_positions.py`, `call_at`,
-`run_layers(output_positions=...)`, the `Trainer` default).
+`run_layers(output_positions=...)`, the loss function a job passes the `Trainer` by default).
 
 Reference: the padded full model `model(x)` on the same batch (itself tested against the
 numpy restatement of BERT in tests/layers), and `TransformerEncoderBlock.call` read at
@@ -18,13 +18,14 @@ from keras_bert_zoo.models import (
     BertEncoder,
     BertPretrainer,
     BertTokenClassifier,
-    packed,
 )
 from keras_bert_zoo.models.head_positions import (
     head_position_outputs,
     head_positions_loss_fn,
     supports,
 )
+from keras_bert_zoo.models.sequence_packing import forward
+from keras_bert_zoo.runners.loss_and_weights import model_loss_fn
 from keras_bert_zoo.training import OptimizerConfig, Trainer, create_optimizer, default_loss_fn
 from tests.models.conftest import SMALL, make_inputs, random_encoder, randomize_weights
 
@@ -229,14 +230,16 @@ def test_head_positions_loss_fn_gradients_equal_default(task):
         assert np.abs(tf.convert_to_tensor(want[index]).numpy()).max() > 1e-4, variable.path
 
 
-def test_trainer_picks_head_positions_loss_fn_by_default(tmp_path):
+def test_the_job_picks_head_positions_loss_fn_by_default(tmp_path):
     classifier = classifier_case(num_layers=1)[0]
     pretrainer = pretrainer_case(num_layers=1)[0]
     token_classifier = compiled(
         BertTokenClassifier(random_encoder(num_layers=1), num_classes=2), SCCE
     )
 
-    def trainer(model, name, **kwargs):
+    def trainer(model, name, packed_sequences=False, **kwargs):
+        # What a job passes the Trainer (`runners.runner.Job.loss_fn`) unless told another.
+        kwargs.setdefault("loss_fn", model_loss_fn(model, packed=packed_sequences))
         return Trainer(model, model_dir=str(tmp_path / name), progress="none", **kwargs)
 
     assert supports(classifier) and supports(pretrainer) and not supports(token_classifier)
@@ -252,7 +255,7 @@ def test_trainer_picks_head_positions_loss_fn_by_default(tmp_path):
     assert trainer(token_classifier, "t2", loss_fn=own_loss_fn).loss_fn is own_loss_fn
     for model in (classifier, pretrainer):
         packed_trainer = trainer(model, f"packed_{model.name}", packed_sequences=True)
-        assert packed_trainer.loss_fn is packed.packed_loss_fn
+        assert packed_trainer.loss_fn is forward.packed_loss_fn
         with_own = trainer(model, f"own_{model.name}", packed_sequences=True, loss_fn=own_loss_fn)
         assert with_own.loss_fn is own_loss_fn
 

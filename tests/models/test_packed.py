@@ -1,4 +1,5 @@
-"""Packed batches (`models/sequence_packing/`, `Trainer(packed_sequences=True)`).
+"""Packed batches (`models/sequence_packing/`, and a job's `--packed_sequences`: the
+`Trainer` with the packed loss function and packing transform the job passes).
 
 References: the padded models on the same batch (themselves tested against the numpy
 restatement of BERT in tests/layers), and a plain-Python first-fit-decreasing packer.
@@ -12,6 +13,7 @@ import tensorflow as tf
 from keras_bert_zoo.models import BertClassifier, BertPretrainer, BertTokenClassifier
 from keras_bert_zoo.models.pretrainer import pretraining_losses
 from keras_bert_zoo.models.sequence_packing import pack_batch, packed_outputs
+from keras_bert_zoo.runners.loss_and_weights import model_loss_fn, packing_transform
 from keras_bert_zoo.training import OptimizerConfig, Trainer, create_optimizer
 from tests.models.conftest import SMALL, random_encoder
 
@@ -222,7 +224,11 @@ def test_trainer_with_packed_sequences_follows_the_padded_loss_trajectory(
             progress="none",
             steps_per_loop=3,
             checkpoint_every=0,
-            packed_sequences=packed,
+            # What a job passes with --packed_sequences, or without it.
+            loss_fn=model_loss_fn(model, packed=packed),
+            dataset_transform=(
+                packing_transform(options.get("gradient_accumulation_steps", 1)) if packed else None
+            ),
             **options,
             **(packed_options if packed else {}),
         )
@@ -232,7 +238,7 @@ def test_trainer_with_packed_sequences_follows_the_padded_loss_trajectory(
     # The packed run trained through the packed step, on packed batches; the padded
     # run did not (equal trajectories alone would not tell the two apart).
     assert not traced_keys[False], traced_keys[False]
-    assert traced_keys[True], "Trainer(packed_sequences=True) never traced packed_loss_fn"
+    assert traced_keys[True], "the packed Trainer never traced packed_loss_fn"
     assert all(
         {"sequence_ids", "position_ids", "first_token_index"} <= set(keys)
         for keys in traced_keys[True]
@@ -243,7 +249,7 @@ def test_trainer_with_packed_sequences_follows_the_padded_loss_trajectory(
     np.testing.assert_allclose(packed.gradient_norms, padded.gradient_norms, rtol=2e-3)
 
 
-def test_trainer_refuses_packed_sequences_for_per_position_models(tmp_path):
+def test_packed_sequences_are_refused_for_per_position_models():
     model = compiled(BertTokenClassifier(random_encoder(), num_classes=2), SCCE)
     with pytest.raises(TypeError, match="train it with padded batches"):
-        Trainer(model, model_dir=str(tmp_path), packed_sequences=True)
+        model_loss_fn(model, packed=True)

@@ -16,7 +16,7 @@ from absl import flags
 
 from keras_bert_zoo import tasks
 from keras_bert_zoo.runners import configs, finetuning, pretraining
-from keras_bert_zoo.training import flags as training_flags
+from keras_bert_zoo.training.options import TrainingOptions
 from keras_bert_zoo.utils import deprecation, settings
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -70,11 +70,8 @@ def test_every_flag_comes_from_a_config_field_with_its_help(tool):
     # Every field is a flag, except the settings gathered from other flags.
     assert set(fields) - defined == NOT_FLAGS[tool]
     # The training core's fields are flags of both jobs, with their help.
-    for name in settings.flag_names(training_flags.TrainingOptions):
-        assert (
-            _help(flag_values[name])
-            == settings.field_metadata(training_flags.TrainingOptions, name)["help"]
-        )
+    for name in settings.flag_names(TrainingOptions):
+        assert _help(flag_values[name]) == settings.field_metadata(TrainingOptions, name)["help"]
 
 
 def test_a_redeclared_default_keeps_the_base_help_and_the_job_default():
@@ -82,10 +79,23 @@ def test_a_redeclared_default_keeps_the_base_help_and_the_job_default():
     finetuning.define_flags(flag_values)
     flag_values(["run_finetuning", "--checkpoint_layouts=google", "--mode=export", "--seed=3"])
     config = finetuning.config_from_flags(flag_values)
-    assert config.learning_rate == 5e-5 != training_flags.TrainingOptions.learning_rate
-    assert flag_values["learning_rate"].help == "Peak learning rate."
+    assert config.warmup_proportion == 0.1 != TrainingOptions.warmup_proportion
+    assert flag_values["warmup_proportion"].help == (
+        "Fraction of the run used for warmup when --num_warmup_steps is unset."
+    )
     assert config.checkpoint_layouts == ("google",) and config.mode == "export"
     assert config.seed == 3
+
+
+def test_a_default_every_job_shares_is_declared_once():
+    # The training core's default, not redeclared by a job: google-research/bert's 5e-5.
+    for config_class in (
+        configs.FinetuningConfig,
+        configs.PretrainingConfig,
+        configs.DistillationConfig,
+    ):
+        assert settings.field_default(config_class, "learning_rate") == 5e-5
+        assert "learning_rate" not in vars(config_class), config_class.__name__
 
 
 def test_the_job_binaries_define_no_flag_of_their_own():

@@ -32,7 +32,7 @@ def run_child(args, *, kill_after_step=None, timeout=300, env=None):
         for line in process.stdout:
             lines.append(line)
             if kill_after_step is not None and re.search(
-                rf"trainer: step {kill_after_step}/", line
+                rf"reporting: step {kill_after_step}/", line
             ):
                 process.send_signal(signal.SIGKILL)
                 break

@@ -1,5 +1,6 @@
-"""distribute.py and flags.py; mirrored and multi-worker runs against one device."""
+"""distribute.py and options.py; mirrored and multi-worker runs against one device."""
 
+import dataclasses
 import json
 import os
 
@@ -9,7 +10,8 @@ import tensorflow as tf
 from absl import flags
 
 from keras_bert_zoo.training import distribute, optimization
-from keras_bert_zoo.training import flags as training_flags
+from keras_bert_zoo.training.options import TrainingOptions
+from keras_bert_zoo.utils import settings
 
 # Losses and weights of a strategy run against one device with the same global batch:
 # the all-reduce sums in another order than one device's batch mean (observed: 1e-6 on
@@ -87,12 +89,15 @@ def test_tpu_without_a_tpu_says_so():
 # === Flags ===
 
 
-def test_flags_build_the_optimizer_config_and_trainer_settings():
+def _options(flag_values) -> TrainingOptions:
+    return TrainingOptions(**settings.flag_values_of(TrainingOptions, flag_values))
+
+
+def test_options_build_the_optimizer_config_and_trainer_settings():
     values = flags.FlagValues()
-    training_flags.define_flags(values, learning_rate=2e-5, warmup_proportion=0.1)
-    training_flags.define_flags(values)  # a second call is harmless
-    with pytest.raises(ValueError, match="No shared training flag"):
-        training_flags.define_flags(values, learning_rat=1.0)
+    defaults = {"learning_rate": 2e-5, "warmup_proportion": 0.1}
+    settings.define_flags(TrainingOptions, values, defaults=defaults)
+    settings.define_flags(TrainingOptions, values)  # a second call is harmless
     values(
         [
             "prog",
@@ -107,7 +112,8 @@ def test_flags_build_the_optimizer_config_and_trainer_settings():
             "--jit_compile",
         ]
     )
-    config = training_flags.optimizer_config(values)
+    options = _options(values)
+    config = options.optimizer_config()
     assert config == optimization.OptimizerConfig(
         optimizer="lamb",
         learning_rate=2e-5,
@@ -117,35 +123,35 @@ def test_flags_build_the_optimizer_config_and_trainer_settings():
         clip_norm=None,
     )
     assert config.resolved_warmup_steps(1000) == 100
-    kwargs = training_flags.trainer_kwargs(values)
+    kwargs = options.trainer_settings()
     assert kwargs["model_dir"] == "/tmp/run" and kwargs["gradient_accumulation_steps"] == 4
     assert kwargs["jit_compile"] and kwargs["steps_per_loop"] == 100
-    assert training_flags.dtype_policy(values) == "mixed_bfloat16"
+    assert options.resolved_dtype_policy() == "mixed_bfloat16"
     with pytest.raises(flags.IllegalFlagValueError):
         values["distribution_strategy"].parse("parameter_server")
+    # The same checks when the options are made in Python.
+    with pytest.raises(ValueError, match="distribution_strategy must be one of"):
+        dataclasses.replace(options, distribution_strategy="parameter_server")
 
-    values.mixed_precision = True  # no GPU here: bf16, which contradicts nothing
-    assert training_flags.dtype_policy(values) == "mixed_bfloat16"
-    values.dtype_policy = "mixed_float16"
+    options = dataclasses.replace(options, mixed_precision=True)  # no GPU here: bf16
+    assert options.resolved_dtype_policy() == "mixed_bfloat16"  # which contradicts nothing
+    options = dataclasses.replace(options, dtype_policy="mixed_float16")
     with pytest.raises(ValueError, match="pass only one of them"):
-        training_flags.dtype_policy(values)
-    values.output_dir = None
+        options.resolved_dtype_policy()
     with pytest.raises(ValueError, match="--output_dir is required"):
-        training_flags.trainer_kwargs(values)
+        dataclasses.replace(options, output_dir=None).trainer_settings()
 
 
 def test_setup_builds_the_strategy_then_seeds_and_sets_the_policy():
     import keras
 
-    values = flags.FlagValues()
-    training_flags.define_flags(values)
-    values(["prog", "--dtype_policy=mixed_bfloat16", "--seed=3"])
+    options = TrainingOptions(dtype_policy="mixed_bfloat16", seed=3)
     try:
-        strategy = training_flags.setup(values)
+        strategy = options.setup()
         assert isinstance(strategy, tf.distribute.OneDeviceStrategy)
         assert keras.config.dtype_policy().name == "mixed_bfloat16"
         first = float(tf.random.uniform([]))
-        training_flags.setup(values)
+        options.setup()
         assert float(tf.random.uniform([])) == first  # seeded
     finally:
         keras.config.set_dtype_policy("float32")

@@ -77,7 +77,7 @@ def test_the_bar_fits_80_columns_and_log_lines_start_their_own_line(tmp_path, mo
 
 @pytest.mark.parametrize(("columns", "expected"), [(40, 1), (80, 2), (200, 2)])
 def test_the_bar_keeps_what_fits_the_terminal(monkeypatch, columns, expected):
-    from keras_bert_zoo.training import trainer as trainer_module
+    from keras_bert_zoo.training import reporting
 
     monkeypatch.setattr(shutil, "get_terminal_size", lambda fallback=None: _size(columns))
     logs = {
@@ -87,11 +87,11 @@ def test_the_bar_keeps_what_fits_the_terminal(monkeypatch, columns, expected):
         "accuracy": 0.25,
         "next_sentence_accuracy": 0.5,
     }
-    values = trainer_module._bar_values(logs, 1000)
+    values = reporting.bar_values(logs, 1000)
     names = [name for name, _ in values]
     # The loss always, then the metrics while the line fits the terminal (at most 80).
     assert names == ["loss", "accuracy"][:expected]
-    bar = keras.utils.Progbar(1000, width=trainer_module.BAR_WIDTH, stateless_metrics=())
+    bar = keras.utils.Progbar(1000, width=reporting.BAR_WIDTH, stateless_metrics=())
     printed = io.StringIO()
     monkeypatch.setattr("sys.stdout", printed)
     bar.update(999, values=values)

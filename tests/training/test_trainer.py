@@ -1,5 +1,5 @@
 """Trainer in one process: accumulation, NaN stop, corrupt checkpoints, mixed
-precision, evaluation and best export, summaries, init_checkpoint, input_state='skip'."""
+precision, evaluation and best export, summaries, initial weights, input_state='skip'."""
 
 import glob
 import json
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_zoo.checkpoints import save_pretrained
+from keras_bert_zoo.checkpoints import load_weights, save_pretrained
 from keras_bert_zoo.models import BertClassifier, BertEncoder
 from keras_bert_zoo.training import (
     CheckpointMismatchError,
@@ -224,7 +224,7 @@ class _RecordStart(keras.callbacks.Callback):
         self.batch_logs.append((batch, dict(logs)))
 
 
-def test_evaluation_best_export_summaries_and_init_checkpoint(tmp_path):
+def test_evaluation_best_export_summaries_and_initial_weights(tmp_path):
     x, y = token5_data()
     pretrained = BertEncoder(**TINY)
     save_pretrained(pretrained, str(tmp_path / "pretrained"), format="huggingface")
@@ -243,10 +243,10 @@ def test_evaluation_best_export_summaries_and_init_checkpoint(tmp_path):
         eval_fn=eval_fn,
         eval_every=2,
         best_metric="accuracy",
-        init_checkpoint=str(tmp_path / "pretrained"),
+        initial_weights=lambda model: load_weights(model, str(tmp_path / "pretrained")),
         callbacks=[record],
     )
-    # init_checkpoint loaded the encoder before the first step.
+    # The initial weights (the job's function) loaded the encoder before the first step.
     np.testing.assert_array_equal(
         record.embeddings, keras.ops.convert_to_numpy(pretrained.embedding_table)
     )
@@ -274,7 +274,7 @@ def test_evaluation_best_export_summaries_and_init_checkpoint(tmp_path):
     assert [step for step, _ in eval_scalars] == [2, 4, 6]
     np.testing.assert_allclose([value for _, value in eval_scalars], [0.5, 0.8, 0.7], rtol=1e-6)
 
-    # Rerun to 8: resumes (no init_checkpoint), keeps the best unless beaten.
+    # Rerun to 8: resumes (no initial weights), keeps the best unless beaten.
     calls = []
     resumed = trainer(build(steps=8), tmp_path / "run").train(
         dataset_fn_of(x, y, batch=8),
@@ -282,7 +282,7 @@ def test_evaluation_best_export_summaries_and_init_checkpoint(tmp_path):
         eval_fn=eval_fn,
         eval_every=2,
         best_metric="accuracy",
-        init_checkpoint=calls.append,
+        initial_weights=calls.append,
     )
     assert resumed.restored_step == 6 and calls == []
     assert (resumed.best_step, resumed.best_value) == (4, 0.8)
@@ -334,6 +334,30 @@ def test_configuration_errors_are_clear(tmp_path):
         trainer(build(), tmp_path).train(dataset_fn_of(x, y, batch=8), 2, input_state="seek")
     with pytest.raises(ValueError, match="best_metric needs an eval_fn"):
         trainer(build(), tmp_path).train(dataset_fn_of(x, y, batch=8), 2, best_metric="f1")
+
+
+def test_initial_weights_from_a_loaded_model_and_the_deprecated_keyword(tmp_path):
+    x, y = token5_data()
+    source = build(seed=7)
+    record = _RecordStart()
+    trainer(build(), tmp_path / "model").train(
+        dataset_fn_of(x, y, batch=8), 2, initial_weights=source, callbacks=[record]
+    )
+    # A loaded model's weights were copied before the first step.
+    np.testing.assert_array_equal(
+        record.embeddings, keras.ops.convert_to_numpy(source.encoder.embedding_table)
+    )
+    calls = []
+    with pytest.warns(DeprecationWarning, match=r"train\(initial_weights=\)"):
+        trainer(build(), tmp_path / "old").train(
+            dataset_fn_of(x, y, batch=8), 2, init_checkpoint=calls.append
+        )
+    assert len(calls) == 1
+    # A directory is the job's to read: the message says how.
+    with pytest.warns(DeprecationWarning), pytest.raises(TypeError, match="load_weights"):
+        trainer(build(), tmp_path / "path").train(
+            dataset_fn_of(x, y, batch=8), 2, init_checkpoint=str(tmp_path / "pretrained")
+        )
 
 
 class _TokenTask:
