@@ -13,16 +13,16 @@ weights, dropout 0.1 and AdamW everywhere, one process:
 Configurations (each step = forward, backward, optimizer update):
 
 - ours: `Trainer` (the library's one training loop), as a graph (`jit_compile=False`,
-  TensorFlow's oneDNN kernels where TensorFlow enables oneDNN) and with XLA. Its
-  default loss function for `BertClassifier` and `BertPretrainer` computes the last
-  encoder block only at the positions the heads read
-  (`keras_bert_zoo.models.head_positions`); "whole last block" is the same `Trainer`
-  with `loss_fn=default_loss_fn` (`model(x)`), to show what that saves. On cls_real
-  `Trainer(packed_sequences=True)` (several sentences per row, block-diagonal
-  attention), length-bucketed batches (sorted by length within windows of 4 batches of
-  a shuffled stream) trimmed to their longest row, and rows padded to 128; on cls_full
-  also our model under Keras' own `fit` step (`train_on_batch`), to show what the
-  `Trainer` loop costs.
+  TensorFlow's oneDNN kernels where TensorFlow enables oneDNN) and with XLA. The loss
+  function a job passes it for `BertClassifier` and `BertPretrainer`
+  (`runners.loss_and_weights.model_loss_fn`) computes the last encoder block only at
+  the positions the heads read (`keras_bert_zoo.models.head_positions`); "whole last
+  block" is the same `Trainer` with `loss_fn=default_loss_fn` (`model(x)`), to show what
+  that saves. On cls_real packed sequences (`--packed_sequences`: several sentences per
+  row, block-diagonal attention), length-bucketed batches (sorted by length within
+  windows of 4 batches of a shuffled stream) trimmed to their longest row, and rows
+  padded to 128; on cls_full also our model under Keras' own `fit` step
+  (`train_on_batch`), to show what the `Trainer` loop costs.
 - keras-hub: `BertTextClassifier` / `BertMaskedLM`, `train_on_batch` (the step `fit`
   runs), default compile and `jit_compile=True`.
 - HF torch: `BertForSequenceClassification` / `BertForPreTraining`, `torch.optim.AdamW`,
@@ -246,10 +246,25 @@ def matmul_peak(tf, dtype, size=2048, repeats=5):
 # === Ours ===
 
 
-def ours(args, model, batches, work_dir, name, jit_compile=False, **trainer_kwargs):
+def ours(
+    args,
+    model,
+    batches,
+    work_dir,
+    name,
+    jit_compile=False,
+    packed_sequences=False,
+    **trainer_kwargs,
+):
     import tensorflow as tf
 
+    from keras_bert_zoo.runners.loss_and_weights import model_loss_fn, packing_transform
     from keras_bert_zoo.training import OptimizerConfig, Trainer, create_optimizer
+
+    # What a job passes the Trainer: its model's loss function, packing with packed rows.
+    trainer_kwargs.setdefault("loss_fn", model_loss_fn(model, packed=packed_sequences))
+    if packed_sequences:
+        trainer_kwargs["dataset_transform"] = packing_transform()
 
     model.compile(
         optimizer=create_optimizer(OptimizerConfig(learning_rate=LEARNING_RATE), 10**6),
