@@ -447,7 +447,7 @@ class FinetuningJob(Job):
             self.tokenizer,
             step=step,
             eval_results=eval_results,
-            export_formats=self.config.checkpoint_layouts,
+            checkpoint_layouts=self.config.checkpoint_layouts,
             # The best export of the last evaluation (or the best model itself, with
             # use_best_model) is this model: finetuned/ links its files, not a copy.
             same_model_dir=os.path.join(self.output_dir, BEST_DIR),

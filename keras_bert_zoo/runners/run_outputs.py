@@ -15,6 +15,7 @@ import filecmp
 import json
 import logging
 import os
+import warnings
 import zipfile
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -34,6 +35,7 @@ from keras_bert_zoo.utils.atomic import (
     remove_stale_temporaries,
     write_json_atomically,
 )
+from keras_bert_zoo.utils.deprecation import REMOVAL
 from keras_bert_zoo.utils.errors import UserError
 from keras_bert_zoo.utils.keras_archive import same_keras_archive
 
@@ -296,17 +298,33 @@ def save_run_model(
     *,
     step: int | None,
     eval_results: Mapping[str, Mapping[str, float]] | None,
-    export_formats: Sequence[str],
+    checkpoint_layouts: Sequence[str] | None = None,
     same_model_dir: str | None = None,
+    export_formats: Sequence[str] | None = None,
 ) -> dict[str, str]:
-    """`finetuned/` (save_finetuned + metrics.json) and the checkpoint exports
-    (`export_formats`); returns `{"keras": finetuned/, format: directory, ...}`.
+    """`finetuned/` (save_finetuned + metrics.json) and the checkpoint layouts
+    (`checkpoint_layouts`); returns `{"keras": finetuned/, layout: directory, ...}`.
 
     `same_model_dir`: a fine-tuned directory that may hold this very model (the run's
     `best/`, when the final evaluation was the best or with `use_best_model`): where
     it is the same step and the same content, `finetuned/`'s files are hard links to
     its files (`link_identical_model_files`) instead of a second copy.
+
+    `export_formats`: the old name of `checkpoint_layouts` (`--export_formats`), for one
+    release, with a `DeprecationWarning`.
     """
+    if export_formats is not None:
+        if checkpoint_layouts is not None:
+            raise TypeError("save_run_model() got both export_formats= and checkpoint_layouts=")
+        warnings.warn(
+            "save_run_model(export_formats=) is checkpoint_layouts= now; the old name will "
+            f"be removed in {REMOVAL}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        checkpoint_layouts = export_formats
+    if checkpoint_layouts is None:
+        raise TypeError("save_run_model() missing the keyword argument checkpoint_layouts=")
     exports = {}
     directory = os.path.join(output_dir, run_layout.FINETUNED_DIR)
     with atomic_directory(directory) as temp_dir:
@@ -332,10 +350,10 @@ def save_run_model(
             )
         write_json_atomically(os.path.join(temp_dir, run_layout.METRICS_FILE), json_safe(metrics))
     exports["keras"] = directory
-    for export_format in export_formats:
-        path = os.path.join(output_dir, run_layout.EXPORT_DIRS[export_format])
-        exports[export_format] = export_task_checkpoint(path, task, model, tokenizer, export_format)
-        logger.info("Wrote the %s layout to %s", export_format, path)
+    for layout in checkpoint_layouts:
+        path = os.path.join(output_dir, run_layout.EXPORT_DIRS[layout])
+        exports[layout] = export_task_checkpoint(path, task, model, tokenizer, layout)
+        logger.info("Wrote the %s layout to %s", layout, path)
     return exports
 
 

@@ -20,6 +20,8 @@ from keras_bert_zoo.utils.errors import UserError
 
 
 def _concatenate(chunks: list):
+    """Per-batch outputs (arrays, or dicts, lists or tuples of them) joined along the
+    batch axis, in the same structure."""
     first = chunks[0]
     if isinstance(first, Mapping):
         return {key: _concatenate([chunk[key] for chunk in chunks]) for key in first}

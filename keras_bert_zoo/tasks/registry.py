@@ -43,6 +43,7 @@ def list_tasks() -> list[str]:
 
 
 def get_task_class(name: str) -> type[Task]:
+    """The class registered as `name`; a `ValueError` lists the known names."""
     if name not in _REGISTRY:
         raise UserError(f"Unknown task {name!r}. Known tasks: {', '.join(list_tasks())}")
     return _REGISTRY[name]

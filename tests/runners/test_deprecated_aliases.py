@@ -172,3 +172,18 @@ def test_the_removal_is_dated_for_the_release_after_this_one():
     version = re.search(r'version="(\d+)\.(\d+)\.\d+"', setup.read_text(encoding="utf-8"))
     assert deprecation.REMOVAL_RELEASE == f"{version[1]}.{int(version[2]) + 1}.0"
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", deprecation.REMOVAL_DATE)
+
+
+def test_save_run_model_takes_export_formats_as_checkpoint_layouts(tmp_path, monkeypatch):
+    import os
+
+    from keras_bert_zoo.runners import run_outputs
+    from keras_bert_zoo.utils.run_layout import FINETUNED_DIR
+
+    monkeypatch.setattr(run_outputs, "save_finetuned", lambda *args: None)
+    arguments = dict(task=None, model=None, tokenizer=None, step=None, eval_results=None)
+    with pytest.warns(DeprecationWarning, match=r"export_formats=\) is checkpoint_layouts="):
+        exports = run_outputs.save_run_model(str(tmp_path), **arguments, export_formats=())
+    assert exports == {"keras": os.path.join(str(tmp_path), FINETUNED_DIR)}
+    with pytest.raises(TypeError, match="both"):
+        run_outputs.save_run_model(str(tmp_path), **arguments, export_formats=(), checkpoint_layouts=())
