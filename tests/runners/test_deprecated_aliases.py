@@ -186,4 +186,6 @@ def test_save_run_model_takes_export_formats_as_checkpoint_layouts(tmp_path, mon
         exports = run_outputs.save_run_model(str(tmp_path), **arguments, export_formats=())
     assert exports == {"keras": os.path.join(str(tmp_path), FINETUNED_DIR)}
     with pytest.raises(TypeError, match="both"):
-        run_outputs.save_run_model(str(tmp_path), **arguments, export_formats=(), checkpoint_layouts=())
+        run_outputs.save_run_model(
+            str(tmp_path), **arguments, export_formats=(), checkpoint_layouts=()
+        )
