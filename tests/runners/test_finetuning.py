@@ -52,7 +52,7 @@ def _no_temporaries(directory):
 
 
 def test_flags_have_run_classifier_defaults_and_every_training_flag():
-    from keras_bert_zoo.training import flags as training_flags
+    from keras_bert_zoo.training.options import TrainingOptions
 
     flag_values = flags.FlagValues()
     finetuning.define_flags(flag_values)
@@ -68,7 +68,7 @@ def test_flags_have_run_classifier_defaults_and_every_training_flag():
     assert config.max_seq_length is None  # the task's: 128 for GLUE, 384 for SQuAD
     assert config.do_lower_case is None  # read from the vocabulary
     # Every training-core flag is a field of the config.
-    for name in settings.flag_names(training_flags.TrainingOptions):
+    for name in settings.flag_names(TrainingOptions):
         assert name in flag_values and hasattr(config, name), name
     # Every task option is a flag; only the given ones reach the task.
     for name in tasks.all_task_options():

@@ -223,7 +223,7 @@ def test_a_finetuning_run_dir_predicts_and_initializes_pretraining(files, finetu
     job.check_inputs()
     job.prepare(strategy=None)
     model = job.build_model()
-    job.initializer()(model)
+    job.initial_weights()(model)
     for before, after in zip(trained_encoder, _encoder_weights(model), strict=True):
         np.testing.assert_array_equal(before, after)
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from keras_bert_zoo.models import BertEncoder
-from keras_bert_zoo.training import optimization
+from keras_bert_zoo.training import optimization, schedules
 
 SMALL = {
     "vocab_size": 50,
@@ -190,7 +190,7 @@ def _closed_form(step, peak, total, warmup, end=0.0, power=1.0, from_zero=False)
     ],
 )
 def test_warmup_polynomial_decay_values(kwargs):
-    schedule = optimization.create_learning_rate_schedule(
+    schedule = schedules.create_learning_rate_schedule(
         "linear",
         1e-4,
         100,
@@ -211,7 +211,7 @@ def test_warmup_polynomial_decay_values(kwargs):
 
 
 def test_warmup_cosine_and_constant_values():
-    cosine = optimization.create_learning_rate_schedule(
+    cosine = schedules.create_learning_rate_schedule(
         "cosine", 2e-5, 110, warmup_steps=10, end_learning_rate=2e-6
     )
     for step in [0, 5, 10, 35, 60, 110, 200]:
@@ -221,7 +221,7 @@ def test_warmup_cosine_and_constant_values():
             progress = min(step - 10, 100) / 100
             want = 2e-6 + (2e-5 - 2e-6) * 0.5 * (1 + math.cos(math.pi * progress))
         assert float(cosine(step)) == pytest.approx(want, rel=1e-5, abs=1e-12), step
-    constant = optimization.create_learning_rate_schedule("constant", 3e-5, 50, warmup_steps=5)
+    constant = schedules.create_learning_rate_schedule("constant", 3e-5, 50, warmup_steps=5)
     assert [float(constant(s)) for s in (0, 1, 5, 30, 50, 80)] == pytest.approx(
         [0.0, 6e-6, 3e-5, 3e-5, 3e-5, 3e-5]
     )
@@ -244,7 +244,7 @@ def test_config_errors_and_loss_scale():
 
 
 def test_optimizers_and_schedule_serialize():
-    schedule = optimization.WarmupPolynomialDecay(1e-4, 100, 10, 1e-6, 1.0, True)
+    schedule = schedules.WarmupPolynomialDecay(1e-4, 100, 10, 1e-6, 1.0, True)
     lamb = optimization.Lamb(learning_rate=schedule, weight_decay=0.02, global_clipnorm=1.0)
     restored = keras.optimizers.deserialize(keras.optimizers.serialize(lamb))
     assert isinstance(restored, optimization.Lamb)
