@@ -1,19 +1,27 @@
 """Extractive question answering tasks: SQuAD v1.1, SQuAD v2.0 and any SQuAD-format JSON.
 
-Data flows as in every task (see `tasks/task.py`):
+Data flows as in every task (see `tasks/task.py`); the task holds the settings and
+the contract, each step's work lives in the module named beside it:
 
 ```
-read(split)              -> QuestionAnsweringExample list (official JSON or tfds)
+read(split)              -> QuestionAnsweringExample list (official JSON or tfds; `reader`)
 make_preprocessor(tok)   -> SquadPreprocessor: (question, context) -> windows, in TF ops
+                            (`features`)
 features(examples, pre)  -> one element per window: model inputs, start/end positions,
                             example_index, per-token character offsets, max-context flags
+                            (`dataset`)
 model                    -> BertSpanLabeler: start_logits, end_logits
 postprocess              -> decode_spans (TF ops, run eagerly): n-best spans per example,
                             mapped back to the original context through the offsets
-evaluate                 -> the official v1.1 / v2.0 evaluation
+                            (`answers`, `decoding`)
+evaluate                 -> the official v1.1 / v2.0 evaluation (`evaluation`, `metrics`)
 write_predictions        -> predictions.json, nbest_predictions.json, null_odds.json (v2)
+                            (`evaluation`, `predictions`)
 serving_outputs          -> the same preprocessor, model and decoder in one graph
+                            (`serving`)
 ```
+
+The options (`doc_stride`, `n_best_size`, ...) are declared in `options`.
 
 Example:
 
@@ -39,7 +47,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -50,58 +57,46 @@ from absl import logging
 
 from keras_bert_zoo.models import BertSpanLabeler
 from keras_bert_zoo.tasks.distillation import SOFT_POSITIONS, TRANSFER_EXAMPLE_ID, SoftTargetKind
-from keras_bert_zoo.tasks.question_answering import metrics as official
-from keras_bert_zoo.tasks.question_answering.decoding import decode_spans, host_decoder
+from keras_bert_zoo.tasks.question_answering.answers import (
+    SpanSettings,
+    decode_windows,
+    predictions_from_logits,
+)
+from keras_bert_zoo.tasks.question_answering.dataset import window_dataset
+from keras_bert_zoo.tasks.question_answering.evaluation import (
+    evaluate_answers,
+    write_prediction_files,
+)
 from keras_bert_zoo.tasks.question_answering.features import (
     END_POSITIONS,
-    EXAMPLE_INDEX,
     START_POSITIONS,
-    TOKEN_CHAR_END,
-    TOKEN_CHAR_START,
-    TOKEN_IS_MAX_CONTEXT,
     SquadPreprocessor,
 )
-from keras_bert_zoo.tasks.question_answering.predictions import (
-    NBestEntry,
-    QuestionAnsweringPrediction,
-    nbest_json,
-    null_odds_json,
-    prediction_file_names,
-    predictions_json,
-    write_json,
+from keras_bert_zoo.tasks.question_answering.options import (
+    NULL_SCORE_DIFF_THRESHOLD,
+    VERSION_2_WITH_NEGATIVE,
+    WINDOW_AND_ANSWER_OPTIONS,
+    check_options,
 )
+from keras_bert_zoo.tasks.question_answering.predictions import QuestionAnsweringPrediction
 from keras_bert_zoo.tasks.question_answering.reader import (
     QuestionAnsweringExample,
     read_squad_json,
     read_squad_tfds,
 )
+from keras_bert_zoo.tasks.question_answering.serving import answer_fn
 from keras_bert_zoo.tasks.registry import register_task
 from keras_bert_zoo.tasks.task import Task, TaskOption
+from keras_bert_zoo.utils.deprecation import moved_names
 from keras_bert_zoo.utils.errors import UserError
 
-DOC_STRIDE = TaskOption("doc_stride", 128, "Tokens between the starts of consecutive windows.")
-MAX_QUERY_LENGTH = TaskOption(
-    "max_query_length", 64, "Question word pieces kept; longer questions are truncated."
+# The window and answer options moved to `options`, beside their checks (README, API
+# changes); the old names warn for one release.
+__getattr__ = moved_names(
+    __name__,
+    ["keras_bert_zoo.tasks.question_answering.options"],
+    only=("DOC_STRIDE", "MAX_QUERY_LENGTH", "N_BEST_SIZE", "MAX_ANSWER_LENGTH"),
 )
-N_BEST_SIZE = TaskOption("n_best_size", 20, "Entries of nbest_predictions.json per question.")
-MAX_ANSWER_LENGTH = TaskOption("max_answer_length", 30, "Longest answer, in word pieces.")
-NULL_SCORE_DIFF_THRESHOLD = TaskOption(
-    "null_score_diff_threshold",
-    0.0,
-    "SQuAD v2: answer '' when null_score - best_non_null_score exceeds this.",
-)
-VERSION_2_WITH_NEGATIVE = TaskOption(
-    "version_2_with_negative",
-    False,
-    "extractive_qa: the data has unanswerable questions (SQuAD v2.0 rules).",
-)
-
-# preprocessor -> {with_answers: its tf.function}, traced once for all the datasets
-# built from it.
-_FEATURIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-# Windows decoded per call in `postprocess`: bounds the [windows, seq, 30] score tensor.
-_WINDOWS_PER_DECODE = 256
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -130,12 +125,7 @@ class QuestionAnsweringTask(Task):
     primary_metric: ClassVar[str] = "f1"
     default_max_seq_length: ClassVar[int] = 384
     label_keys: ClassVar[tuple[str, ...]] = (START_POSITIONS, END_POSITIONS)
-    options: ClassVar[tuple[TaskOption, ...]] = (
-        DOC_STRIDE,
-        MAX_QUERY_LENGTH,
-        N_BEST_SIZE,
-        MAX_ANSWER_LENGTH,
-    )
+    options: ClassVar[tuple[TaskOption, ...]] = WINDOW_AND_ANSWER_OPTIONS
     version_2_with_negative: ClassVar[bool] = False
     file_template: ClassVar[str] = "{split}.json"
     tfds_name: ClassVar[str | None] = None
@@ -144,15 +134,7 @@ class QuestionAnsweringTask(Task):
 
     def __init__(self, task_name=None, data_dir=None, **kwargs):
         super().__init__(task_name, data_dir, **kwargs)
-        for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
-            value = self.option_values[name]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UserError(f"Option {name} must be a positive integer, got {value!r}")
-        if self.max_seq_length <= self.max_query_length + 3:
-            raise UserError(
-                f"max_seq_length ({self.max_seq_length}) must exceed max_query_length "
-                f"({self.max_query_length}) + 3"
-            )
+        check_options(self.option_values, self.max_seq_length)
         self.skipped_questions: dict[str, int] = {}
 
     # === Options ===
@@ -170,6 +152,16 @@ class QuestionAnsweringTask(Task):
     @property
     def null_score_diff_threshold(self) -> float:
         return float(self.option_values.get("null_score_diff_threshold", 0.0))
+
+    @property
+    def span_settings(self) -> SpanSettings:
+        """How answers are read from the logits: this task's options."""
+        return SpanSettings(
+            n_best_size=self.n_best_size,
+            max_answer_length=self.max_answer_length,
+            with_null_answer=self.with_null_answer,
+            null_score_diff_threshold=self.null_score_diff_threshold,
+        )
 
     # === Data ===
 
@@ -293,78 +285,16 @@ class QuestionAnsweringTask(Task):
         training: bool,
         batch_size: int = 64,
     ) -> tf.data.Dataset:
-        """One element per window (see `SquadPreprocessor`), in example order.
-
-        Every window keeps its labels (windows without the answer point at [CLS], as
-        in the original) and the metadata decoding needs: `example_index` (the
-        example's position in `examples`), `token_char_start`, `token_char_end`,
-        `token_is_max_context`. When no example has gold answers (`has_gold`: test
-        questions, a transfer set) and `training` is false, the windows have no labels
-        (`label_keys`): pointing every window at [CLS] would read as "no answer".
-
-        Raises:
-            ValueError: no examples, or training examples none of which has gold
-                answers.
-        """
-        if not examples:
-            raise UserError(f"{self.task_name}: no examples to featurize")
-        labelled = any(example.has_gold for example in examples)
-        if training and not labelled:
-            raise UserError(f"{self.task_name}: the training questions have no gold answers")
-        columns = {
-            "question": [example.question for example in examples],
-            "context": [example.context for example in examples],
-            EXAMPLE_INDEX: np.arange(len(examples), dtype=np.int32),
-        }
-        if labelled:
-            spans = np.array([example.answer_span for example in examples], np.int64)
-            columns["answer_start"] = spans[:, 0]
-            columns["answer_end"] = spans[:, 1]
-        dataset = tf.data.Dataset.from_tensor_slices(columns)
-
-        featurize = self._featurizer(preprocessor, with_answers=labelled)
-
-        def to_windows(batch):
-            answers = (batch["answer_start"], batch["answer_end"]) if labelled else ()
-            windows = featurize(batch["question"], batch["context"], *answers)
-            windows[EXAMPLE_INDEX] = tf.gather(batch[EXAMPLE_INDEX], windows[EXAMPLE_INDEX])
-            return windows
-
-        dataset = dataset.batch(batch_size).map(
-            to_windows, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+        """One element per window, in example order (`dataset.window_dataset`): the
+        model inputs, the labels (when some example has gold answers) and the metadata
+        decoding needs."""
+        return window_dataset(
+            examples,
+            preprocessor,
+            training=training,
+            batch_size=batch_size,
+            task_name=self.task_name,
         )
-        return dataset.unbatch()
-
-    def _featurizer(self, preprocessor, *, with_answers: bool = True):
-        """`preprocessor` as a tf.function traced once: every dataset built from it
-        (training, evaluation, prediction) reuses the trace. `with_answers`: it takes
-        the answers' character spans and makes the labels; without, only the texts."""
-        featurizers = _FEATURIZERS.setdefault(preprocessor, {})
-        featurize = featurizers.get(with_answers)
-        if featurize is None:
-            strings = tf.TensorSpec([None], tf.string)
-            offsets = tf.TensorSpec([None], tf.int64)
-            if with_answers:
-
-                @tf.function(input_signature=[strings, strings, offsets, offsets])
-                def featurize(question, context, answer_start, answer_end):
-                    return preprocessor(
-                        {
-                            "question": question,
-                            "context": context,
-                            "answer_start": answer_start,
-                            "answer_end": answer_end,
-                        }
-                    )
-
-            else:
-
-                @tf.function(input_signature=[strings, strings])
-                def featurize(question, context):
-                    return preprocessor({"question": question, "context": context})
-
-            featurizers[with_answers] = featurize
-        return featurize
 
     def split_features(self, features: Mapping[str, tf.Tensor]):
         """Targets keyed by the model's outputs (`start_logits`, `end_logits`)."""
@@ -401,23 +331,13 @@ class QuestionAnsweringTask(Task):
     # === Answers ===
 
     def decode(self, windows: Mapping[str, Any], contexts, *, null_score_diff_threshold=None):
-        """`decode_spans` with this task's settings: window logits + metadata -> answers."""
-        return decode_spans(
-            windows["start_logits"],
-            windows["end_logits"],
-            windows[TOKEN_CHAR_START],
-            windows[TOKEN_CHAR_END],
-            windows[TOKEN_IS_MAX_CONTEXT],
-            windows[EXAMPLE_INDEX],
+        """`decode_spans` with this task's settings: window logits + metadata -> answers
+        (`answers.decode_windows`)."""
+        return decode_windows(
+            windows,
             contexts,
-            n_best_size=self.n_best_size,
-            max_answer_length=self.max_answer_length,
-            version_2_with_negative=self.with_null_answer,
-            null_score_diff_threshold=(
-                self.null_score_diff_threshold
-                if null_score_diff_threshold is None
-                else null_score_diff_threshold
-            ),
+            self.span_settings,
+            null_score_diff_threshold=null_score_diff_threshold,
         )
 
     def postprocess(
@@ -426,129 +346,18 @@ class QuestionAnsweringTask(Task):
         meta: Mapping[str, np.ndarray],
         examples: Sequence[QuestionAnsweringExample],
     ) -> list[QuestionAnsweringPrediction]:
-        """Window logits -> one `QuestionAnsweringPrediction` per example, in order."""
-        example_index = np.asarray(meta[EXAMPLE_INDEX]).astype(np.int64)
-        num_windows = len(example_index)
-        if num_windows == 0 or np.any(np.diff(example_index) < 0):
-            raise UserError("meta['example_index'] must be non-empty and non-decreasing")
-        firsts = np.searchsorted(example_index, np.arange(len(examples) + 1))
-        if not np.array_equal(np.unique(example_index), np.arange(len(examples))):
-            raise UserError(
-                f"meta['example_index'] covers {len(np.unique(example_index))} examples in "
-                f"[{example_index.min()}, {example_index.max()}], but {len(examples)} examples "
-                "were given: features and examples are out of sync"
-            )
-        start_logits = np.asarray(outputs["start_logits"], np.float32)
-        end_logits = np.asarray(outputs["end_logits"], np.float32)
-        if start_logits.shape[0] != num_windows or end_logits.shape != start_logits.shape:
-            raise UserError(
-                f"outputs have {start_logits.shape} start and {end_logits.shape} end logits "
-                f"for {num_windows} windows"
-            )
-        decoder = host_decoder(self.n_best_size, self.max_answer_length, self.with_null_answer)
-        threshold = tf.constant(self.null_score_diff_threshold, tf.float64)
-        predictions: list[QuestionAnsweringPrediction] = []
-        first_example = 0
-        while first_example < len(examples):
-            last_example = first_example + 1
-            # Whole examples per call, up to _WINDOWS_PER_DECODE windows (at least one).
-            while (
-                last_example < len(examples)
-                and firsts[last_example + 1] - firsts[first_example] <= _WINDOWS_PER_DECODE
-            ):
-                last_example += 1
-            lo, hi = firsts[first_example], firsts[last_example]
-            decoded = decoder(
-                start_logits[lo:hi],
-                end_logits[lo:hi],
-                np.asarray(meta[TOKEN_CHAR_START][lo:hi], np.int32),
-                np.asarray(meta[TOKEN_CHAR_END][lo:hi], np.int32),
-                np.asarray(meta[TOKEN_IS_MAX_CONTEXT][lo:hi], np.int32),
-                (example_index[lo:hi] - first_example).astype(np.int32),
-                tf.constant([e.context for e in examples[first_example:last_example]]),
-                threshold,
-            )
-            decoded = {key: value.numpy() for key, value in decoded.items()}
-            for row, example in enumerate(examples[first_example:last_example]):
-                predictions.append(self._prediction(example, decoded, row))
-            first_example = last_example
-        return predictions
-
-    def _prediction(self, example, decoded, row) -> QuestionAnsweringPrediction:
-        def text(value) -> str:
-            return value.decode("utf-8")
-
-        nbest = tuple(
-            NBestEntry(
-                text=text(decoded["nbest_text"][row, k]),
-                probability=float(decoded["nbest_probability"][row, k]),
-                start_logit=float(decoded["nbest_start_logit"][row, k]),
-                end_logit=float(decoded["nbest_end_logit"][row, k]),
-                start=int(decoded["nbest_start"][row, k]),
-                end=int(decoded["nbest_end"][row, k]),
-            )
-            for k in range(int(decoded["nbest_size"][row]))
-        )
-        return QuestionAnsweringPrediction(
-            example_id=example.example_id,
-            text=text(decoded["answer_text"][row]),
-            start=int(decoded["answer_start"][row]),
-            end=int(decoded["answer_end"][row]),
-            best_text=text(decoded["best_text"][row]),
-            best_start=int(decoded["best_start"][row]),
-            best_end=int(decoded["best_end"][row]),
-            best_score=float(decoded["best_score"][row]),
-            null_score_diff=(
-                float(decoded["null_score_diff"][row]) if self.with_null_answer else None
-            ),
-            nbest=nbest,
-        )
-
-    @staticmethod
-    def _check_aligned(answers, examples) -> None:
-        if len(answers) != len(examples):
-            raise UserError(f"{len(answers)} answers for {len(examples)} examples")
-        for answer, example in zip(answers, examples, strict=True):
-            if answer.example_id != example.example_id:
-                raise UserError(
-                    f"answer for {answer.example_id!r} where example {example.example_id!r} "
-                    "was expected: answers must follow the examples' order"
-                )
+        """Window logits -> one `QuestionAnsweringPrediction` per example, in order
+        (`answers.predictions_from_logits`)."""
+        return predictions_from_logits(outputs, meta, examples, self.span_settings)
 
     def evaluate(
         self,
         answers: Sequence[QuestionAnsweringPrediction],
         examples: Sequence[QuestionAnsweringExample],
     ) -> dict[str, float]:
-        """The official evaluation of `answers`.
-
-        v1.1: `evaluate-v1.1.py` (`exact_match`, `f1`). v2.0: `evaluate-v2.0.py` with
-        `--na-prob-file null_odds.json` on `predictions.json` (made with
-        `null_score_diff_threshold`), except that `best_*` sweep the threshold over
-        the best non-null answers (`best_text`), so every threshold is searched: the
-        script run on already-thresholded predictions cannot see what a threshold
-        above the one used would gain (those answers are already ""). When the best
-        threshold lies below the flag's value (the usual case at the default 0.0),
-        both agree.
-        """
-        self._check_aligned(answers, examples)
-        unlabelled = [e.example_id for e in examples if not e.has_gold]
-        if unlabelled:
-            raise UserError(
-                f"{len(unlabelled)} question(s) have no gold answers (e.g. {unlabelled[:3]}): "
-                "nothing to evaluate against"
-            )
-        predictions = predictions_json(answers)
-        if not self.with_null_answer:
-            gold = {e.example_id: e.gold_texts for e in examples}
-            return official.evaluate_v1(gold, predictions)
-        gold = {e.example_id: [] if e.is_impossible else e.gold_texts for e in examples}
-        return official.evaluate_v2(
-            gold,
-            predictions,
-            na_probs=null_odds_json(answers),
-            threshold_predictions={a.example_id: a.best_text for a in answers},
-        )
+        """The official evaluation of `answers` (v1.1 or v2.0, `with_null_answer`; see
+        `evaluation.evaluate_answers` for how v2's best threshold is searched)."""
+        return evaluate_answers(answers, examples, with_null_answer=self.with_null_answer)
 
     def write_predictions(
         self,
@@ -558,51 +367,17 @@ class QuestionAnsweringTask(Task):
         split: str,
     ) -> list[str]:
         """Writes the official files (`predictions.json`, `nbest_predictions.json`, and
-        for v2 `null_odds.json`; prefixed with the split unless it is "dev").
-
-        For v2 on labelled data it also finds the best threshold (`best_f1_thresh`,
-        see `evaluate`) and writes the predictions made with it,
-        `predictions_best_threshold.json`, and `best_threshold.json` (the thresholds,
-        the scores they reach, and the flag's value that `predictions.json` used).
-        """
-        self._check_aligned(answers, examples)
-        names = prediction_file_names(split)
-        paths = [
-            write_json(os.path.join(output_dir, names["predictions"]), predictions_json(answers)),
-            write_json(os.path.join(output_dir, names["nbest"]), nbest_json(answers)),
-        ]
-        if self.with_null_answer:
-            paths.append(
-                write_json(os.path.join(output_dir, names["null_odds"]), null_odds_json(answers))
-            )
-            if all(example.has_gold for example in examples):
-                scores = self.evaluate(answers, examples)
-                threshold = scores["best_f1_thresh"]
-                best = [answer.with_null_threshold(threshold) for answer in answers]
-                paths.append(
-                    write_json(
-                        os.path.join(output_dir, names["best_threshold_predictions"]),
-                        predictions_json(best),
-                    )
-                )
-                summary = {
-                    key: scores[key]
-                    for key in ("best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh")
-                }
-                summary["null_score_diff_threshold"] = self.null_score_diff_threshold
-                summary["f1"] = scores["f1"]
-                summary["exact"] = scores["exact"]
-                paths.append(write_json(os.path.join(output_dir, names["best_threshold"]), summary))
-                logging.info(
-                    "%s %s: best_f1 %.3f at null_score_diff_threshold %.4f (f1 %.3f at %.4f)",
-                    self.task_name,
-                    split,
-                    scores["best_f1"],
-                    threshold,
-                    scores["f1"],
-                    self.null_score_diff_threshold,
-                )
-        return paths
+        for v2 `null_odds.json`, `predictions_best_threshold.json`,
+        `best_threshold.json`; see `evaluation.write_prediction_files`)."""
+        return write_prediction_files(
+            answers,
+            examples,
+            output_dir,
+            split,
+            with_null_answer=self.with_null_answer,
+            null_score_diff_threshold=self.null_score_diff_threshold,
+            task_name=self.task_name,
+        )
 
     # === Serving ===
 
@@ -612,27 +387,15 @@ class QuestionAnsweringTask(Task):
         Returns `answer_text` (string), `answer_start`, `answer_end` (int64
         character offsets into the context, -1 for no answer), `answer_score` (the
         best span's start + end logit) and, for v2, `null_score_diff` and
-        `best_text` (the best non-null span).
+        `best_text` (the best non-null span); see `serving.answer_fn`.
         """
-
-        def serve(question, context):
-            windows = preprocessor({"question": question, "context": context})
-            logits = model(
-                {name: windows[name] for name in self.model_input_names()}, training=False
-            )
-            decoded = self.decode({**windows, **logits}, context)
-            outputs = {
-                "answer_text": decoded["answer_text"],
-                "answer_start": decoded["answer_start"],
-                "answer_end": decoded["answer_end"],
-                "answer_score": decoded["best_score"],
-            }
-            if self.with_null_answer:
-                outputs["null_score_diff"] = decoded["null_score_diff"]
-                outputs["best_text"] = decoded["best_text"]
-            return outputs
-
-        return serve
+        return answer_fn(
+            model,
+            preprocessor,
+            input_names=self.model_input_names(),
+            decode=self.decode,
+            with_null_answer=self.with_null_answer,
+        )
 
 
 @register_task("squad_v1.1")
