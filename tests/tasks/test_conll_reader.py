@@ -6,6 +6,7 @@ import pytest
 
 from keras_bert_zoo import tasks
 from keras_bert_zoo.tasks import tagging
+from keras_bert_zoo.utils.errors import UserError
 
 SENTENCES = [
     (["EU", "rejects", "German", "call"], ["I-ORG", "O", "I-MISC", "O"]),
@@ -157,7 +158,8 @@ def test_missing_tag_names_file_line_and_word(tmp_path):
     task = tasks.create_task("conll2003", data_dir=str(data))
     with pytest.raises(ValueError) as error:
         task.read("train")
-    assert error.type is ValueError  # what callers catch, as before
+    # A UserError (one line at the tools), which callers catch as a ValueError, as before.
+    assert error.type is UserError and issubclass(UserError, ValueError)
     message = str(error.value)
     assert message.startswith(
         f"{path}:{number}: the word 'EU' has no tag: 1 column where the file's lines have 4 "
