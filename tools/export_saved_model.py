@@ -14,6 +14,11 @@ OUTPUT_DIR/model.onnx (ids in), each with export.json (the sidecar: inputs, outp
 casing, sequence length, label names) and vocab.txt beside it; --quantize=dynamic_int8
 or float16 (LiteRT) shrinks them. saved_model_run.py answers raw text with either.
 
+The formats, their kinds and their flags are those registered in
+keras_bert_zoo.serving (`serving.exporters()`): this tool knows none by name. A format
+of another package (an entry point of the group keras_bert_zoo.serving.formats) is a
+--format here with its flags.
+
 Usage:
   python tools/export_saved_model.py --finetuned_dir=runs/sst2 --export_base=exports
   python tools/export_saved_model.py --pretrained_dir=uncased_L-12_H-768_A-12 \
@@ -32,12 +37,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ logs: TF_
 
 from absl import app, flags  # noqa: E402
 
-from keras_bert_zoo import serving, tasks  # noqa: E402
-from keras_bert_zoo.text.tokenizer import DEFAULT_EXPORT_TOKENIZER_OPS, TOKENIZER_OPS  # noqa: E402
+from keras_bert_zoo import serving  # noqa: E402
+from keras_bert_zoo.serving import registry  # noqa: E402
 from keras_bert_zoo.utils import cli  # noqa: E402
-
-KINDS = ("task", "encoder", "masked_lm", "hub_encoder_pair")
-FORMATS = ("saved_model", "litert", "onnx")
 
 _FINETUNED_DIR = flags.DEFINE_string(
     "finetuned_dir", None, "A fine-tuned model directory (model.keras, vocab.txt, task.json)."
@@ -45,216 +47,80 @@ _FINETUNED_DIR = flags.DEFINE_string(
 _PRETRAINED_DIR = flags.DEFINE_string(
     "pretrained_dir", None, "A Google or Hugging Face BERT checkpoint directory with vocab.txt."
 )
+# Each source flag and what it makes of its directory.
+_SOURCES = (
+    (_FINETUNED_DIR, serving.FinetunedSource),
+    (_PRETRAINED_DIR, serving.PretrainedSource),
+)
 _KIND = flags.DEFINE_enum(
-    "kind", None, KINDS, "What to export (default: task with --finetuned_dir, else encoder)."
-)
-_EXPORT_BASE = flags.DEFINE_string("export_base", None, "TF Serving base directory.")
-_MODEL_NAME = flags.DEFINE_string(
-    "model_name", None, "Model directory under --export_base (default: the task name)."
-)
-_VERSION = flags.DEFINE_integer("version", None, "Version number (default: highest + 1).")
-_OVERWRITE = flags.DEFINE_bool("overwrite", False, "Replace an existing version directory.")
-_WARMUP_FILE = flags.DEFINE_string(
-    "warmup_file",
+    "kind",
     None,
-    "UTF-8 TSV of warmup rows, one text field per column in the task's order "
-    "(default: built-in texts).",
-)
-_MAX_SEQ_LENGTH = flags.DEFINE_integer(
-    "max_seq_length", 128, "Packed length (pretrained kinds; a task keeps its own)."
-)
-_TOP_K = flags.DEFINE_integer("top_k", 5, "masked_lm: fill-ins per [MASK].")
-_TEXT_FIELDS = flags.DEFINE_list(
-    "text_fields", ["sentence"], "encoder / masked_lm: names of the 1-3 text inputs."
-)
-_ALLOW_PARTIAL = flags.DEFINE_bool(
-    "allow_partial", False, "masked_lm: accept a checkpoint without MLM head (left random)."
-)
-_OUTPUT_DIR = flags.DEFINE_string(
-    "output_dir", None, "hub_encoder_pair, --format=litert|onnx: the output directory."
+    list(dict.fromkeys(kind for _, source in _SOURCES for kind in source.kinds)),
+    "What to export (default: "
+    + ", ".join(f"{source.default_kind} with --{holder.name}" for holder, source in _SOURCES)
+    + ").",
 )
 _FORMAT = flags.DEFINE_enum(
     "format",
-    "saved_model",
-    FORMATS,
-    "saved_model: a TF Serving SavedModel (raw text in); litert: a LiteRT .tflite (ids in, "
-    "builtin ops only; raw text in with --raw_text); onnx: an ONNX model (ids in). litert "
-    "and onnx write --output_dir with the model, export.json and vocab.txt.",
-)
-_QUANTIZE = flags.DEFINE_enum(
-    "quantize",
-    "none",
-    ["none", "dynamic_int8", "float16"],
-    "litert / onnx: none (float32), dynamic_int8 (int8 weights, about a quarter of the "
-    "size) or float16 (litert only: float16 weights).",
-)
-_RAW_TEXT = flags.DEFINE_bool(
-    "raw_text",
-    False,
-    "litert: raw strings in (sentence tasks and encoders; tensorflow-text's FastBertTokenizer "
-    "in TFLite custom ops, which the app links) instead of ids.",
-)
-_PREDICTION_SLOTS = flags.DEFINE_integer(
-    "prediction_slots", 20, "litert, masked_lm: the fixed number of [MASK] positions a text."
-)
-_PRECISION = flags.DEFINE_enum(
-    "precision",
-    "float32",
-    ["auto", "float32", "bfloat16"],
-    "Precision the export computes in: bfloat16 stores the encoder's weights in bfloat16 "
-    "and runs its matmuls in bfloat16; auto picks bfloat16 on a GPU or a CPU with AMX / "
-    "AVX512_BF16, float32 elsewhere.",
-)
-_PADDING_FREE = flags.DEFINE_enum(
-    "padding_free",
-    "auto",
-    ["auto", "on", "off"],
-    "Classifiers, regressors and multiple choice: run the encoder on the real tokens of a "
-    "request only (faster batches of mixed lengths; a single request runs the padded "
-    "graph); auto: on for those models, off for the others.",
-)
-_TOKENIZER_OPS = flags.DEFINE_enum(
-    "tokenizer_ops",
-    DEFAULT_EXPORT_TOKENIZER_OPS,
-    list(TOKENIZER_OPS),
-    "Ops of the exported tokenizer: core (core TensorFlow only, so the export loads "
-    "where tensorflow-text is not installed) or tensorflow_text (its WordPiece kernels). "
-    "Both give the same tokens.",
+    registry.DEFAULT_FORMAT,
+    list(serving.formats()),
+    "; ".join(f"{name}: {serving.exporter_for(name).summary}" for name in serving.formats()) + ".",
 )
 
 
-def _warmup_rows(path):
-    with open(path, encoding="utf-8") as f:
-        rows = [line.rstrip("\n").split("\t") for line in f if line.strip("\n")]
-    if not rows:
-        raise ValueError(f"--warmup_file={path}: no rows")
-    return rows
+def _define(option: serving.Option):
+    """The absl flag of an export or source option."""
+    if option.choices:
+        return flags.DEFINE_enum(option.name, option.default, list(option.choices), option.help)
+    define = {
+        str: flags.DEFINE_string,
+        int: flags.DEFINE_integer,
+        bool: flags.DEFINE_bool,
+        list: flags.DEFINE_list,
+    }[option.type]
+    default = list(option.default) if option.type is list else option.default
+    return define(option.name, default, option.help)
 
 
-def _pretrained_options():
-    """The flags of a pretrained export, in every format."""
-    return {
-        "max_seq_length": _MAX_SEQ_LENGTH.value,
-        "top_k": _TOP_K.value,
-        "text_fields": tuple(_TEXT_FIELDS.value),
-        "allow_partial": _ALLOW_PARTIAL.value,
-    }
+_SOURCE_OPTIONS = {
+    option.name: _define(option) for _, source in _SOURCES for option in source.options
+}
+_EXPORT_OPTIONS = {option.name: _define(option) for option in registry.flag_options()}
+
+
+def _source():
+    """The source of the one directory flag given."""
+    given = [(holder, source) for holder, source in _SOURCES if holder.value]
+    if len(given) != 1:
+        names = " and ".join(f"--{holder.name}" for holder, _ in _SOURCES)
+        raise app.UsageError(f"Give exactly one of {names}")
+    holder, source_class = given[0]
+    options = {option.name: _SOURCE_OPTIONS[option.name].value for option in source_class.options}
+    return holder, source_class(holder.value, **options)
 
 
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    if bool(_FINETUNED_DIR.value) == bool(_PRETRAINED_DIR.value):
-        raise app.UsageError("Give exactly one of --finetuned_dir and --pretrained_dir")
-    kind = _KIND.value or ("task" if _FINETUNED_DIR.value else "encoder")
-    if (kind == "task") != bool(_FINETUNED_DIR.value):
-        raise app.UsageError(f"--kind={kind} goes with --pretrained_dir, task with --finetuned_dir")
-
-    if _FORMAT.value != "saved_model":
-        _export_portable(kind)
-        return
-    if _QUANTIZE.value != "none" or _RAW_TEXT.value:
-        raise app.UsageError("--quantize and --raw_text go with --format=litert or onnx")
-
-    if kind == "hub_encoder_pair":
-        if not _OUTPUT_DIR.value:
-            raise app.UsageError("--kind=hub_encoder_pair needs --output_dir")
-        paths = serving.export_pretrained_hub_pair(
-            _PRETRAINED_DIR.value,
-            _OUTPUT_DIR.value,
-            seq_length=_MAX_SEQ_LENGTH.value,
-            overwrite=_OVERWRITE.value,
-            allow_partial=_ALLOW_PARTIAL.value,
-            tokenizer_ops=_TOKENIZER_OPS.value,
-        )
-        for path in paths:
-            print(serving.describe_export(path))
-        return
-
-    if not _EXPORT_BASE.value:
-        raise app.UsageError("--export_base is required")
-    options = {
-        "version": _VERSION.value,
-        "overwrite": _OVERWRITE.value,
-        "tokenizer_ops": _TOKENIZER_OPS.value,
-        "precision": _PRECISION.value,
-    }
-    if kind == "task":
-        options["padding_free"] = _PADDING_FREE.value
-        finetuned = tasks.load_finetuned(_FINETUNED_DIR.value)
-        fields = finetuned.task.text_fields
-        if _WARMUP_FILE.value:
-            options["warmup_inputs"] = serving.warmup_inputs_from_rows(
-                fields, _warmup_rows(_WARMUP_FILE.value), _WARMUP_FILE.value
-            )
-        exported = serving.export_finetuned(
-            finetuned, _EXPORT_BASE.value, _MODEL_NAME.value, **options
-        )
-    else:
-        if not _MODEL_NAME.value:
-            raise app.UsageError(f"--kind={kind} needs --model_name")
-        if _WARMUP_FILE.value:
-            options["warmup_inputs"] = serving.warmup_inputs_from_rows(
-                _TEXT_FIELDS.value, _warmup_rows(_WARMUP_FILE.value), _WARMUP_FILE.value
-            )
-        exported = serving.export_pretrained(
-            _PRETRAINED_DIR.value,
-            _EXPORT_BASE.value,
-            _MODEL_NAME.value,
-            kind,
-            **_pretrained_options(),
-            **options,
-        )
-    print(f"exported version {exported.version} to {exported.path}")
-    print(serving.describe_export(exported.path))
-
-
-def _export_portable(kind):
-    """--format=litert|onnx: one directory with the model file, its sidecar and vocab."""
-    from keras_bert_zoo.serving import litert, onnx_export
-
-    if kind == "hub_encoder_pair":
-        raise app.UsageError(f"--kind=hub_encoder_pair has no --format={_FORMAT.value} export")
-    saved_model_flags = (
-        _EXPORT_BASE,
-        _MODEL_NAME,
-        _VERSION,
-        _WARMUP_FILE,
-        _PRECISION,
-        _PADDING_FREE,
-        _TOKENIZER_OPS,
-    )
-    given = [f"--{holder.name}" for holder in saved_model_flags if holder.present]
-    if given:
-        raise app.UsageError(
-            f"{', '.join(given)}: SavedModel flags, not for --format={_FORMAT.value}"
-        )
-    if not _OUTPUT_DIR.value:
-        raise app.UsageError(f"--format={_FORMAT.value} needs --output_dir")
-    if _RAW_TEXT.value and _FORMAT.value != "litert":
-        raise app.UsageError("--raw_text goes with --format=litert (ONNX takes ids)")
-    options = {"quantize": _QUANTIZE.value, "overwrite": _OVERWRITE.value}
-    if _FORMAT.value == "litert":
-        options["raw_text"] = _RAW_TEXT.value
-        options["prediction_slots"] = _PREDICTION_SLOTS.value
-        finetuned, pretrained = litert.export_finetuned_litert, litert.export_pretrained_litert
-    else:
-        finetuned, pretrained = (
-            onnx_export.export_finetuned_onnx,
-            onnx_export.export_pretrained_onnx,
-        )
-    if kind == "task":
-        exported = finetuned(_FINETUNED_DIR.value, _OUTPUT_DIR.value, **options)
-    else:
-        exported = pretrained(
-            _PRETRAINED_DIR.value,
-            _OUTPUT_DIR.value,
-            kind,
-            **_pretrained_options(),
-            **options,
-        )
-    print(f"exported {_FORMAT.value} to {exported.model_path}")
-    print(serving.describe_portable(exported.path))
+    holder, source = _source()
+    kind = _KIND.value or source.default_kind
+    if kind not in source.kinds:
+        other = next(other for other, cls in _SOURCES if kind in cls.kinds)
+        raise app.UsageError(f"--kind={kind} goes with --{other.name}, not --{holder.name}")
+    given = [name for name, flag in _EXPORT_OPTIONS.items() if flag.present]
+    try:
+        exporter = serving.exporter_for(_FORMAT.value, kind)
+        values = {
+            name: _EXPORT_OPTIONS[name].value
+            for name in exporter.option_names()
+            if name in _EXPORT_OPTIONS
+        }
+        registry.check_options(exporter, given, values, kind=kind, source=source)
+    except serving.OptionError as error:
+        raise app.UsageError(error.as_flags()) from None
+    output = values.pop(exporter.output.name)
+    exported = serving.export(source, output, format=exporter.name, kind=kind, **values)
+    print(exporter.report(exported))
 
 
 def run():

@@ -27,7 +27,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ logs: TF_
 from absl import app, flags  # noqa: E402
 
 from keras_bert_zoo import serving  # noqa: E402
-from keras_bert_zoo.serving import client  # noqa: E402
+from keras_bert_zoo.serving import loading  # noqa: E402
 from keras_bert_zoo.utils import cli  # noqa: E402
 from keras_bert_zoo.utils.errors import UserError
 
@@ -103,7 +103,7 @@ def main(argv):
         raise app.UsageError("Give --input=FIELD=TEXT (or --input_file) to run a request")
     # A request the export cannot take ends in one line, before the description and
     # before anything loads.
-    client.check_request(path, _SIGNATURE.value, inputs)
+    loading.check_request(path, _SIGNATURE.value, inputs)
     print(serving.describe_export(path))
     runner = _CPP_RUNNER.value
     if _BUILD_CPP_RUNNER.value:
@@ -137,9 +137,9 @@ def _run_portable(path):
         raise app.UsageError("Give --input=FIELD=TEXT (or --input_file) to run a request")
     # The same one-line refusal as a SavedModel's, read from the sidecar before the
     # model loads.
-    directory, sidecar = serving.portable.resolve_export(path)
+    directory, sidecar = loading.resolve_export(path)
     model_path = os.path.join(directory, sidecar["model_file"])
-    client.check_input_names(model_path, "raw text", inputs, sidecar["text_fields"])
+    loading.check_input_names(model_path, "raw text", inputs, sidecar["text_fields"])
     model = serving.load_portable_model(path)
     print(description)
     print(f"\nrequest: {len(next(iter(inputs.values())))} row(s) of raw text")

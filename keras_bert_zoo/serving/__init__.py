@@ -1,76 +1,100 @@
-"""Serving: SavedModels that TF Serving loads, raw text in and answers out.
+"""Serving: exports that TF Serving, LiteRT and ONNX Runtime load, raw text in and
+answers out.
 
-* `export_saved_model` / `export_finetuned`: one SavedModel version per task model
-  (`EXPORT_BASE/MODEL_NAME/VERSION/`) with `serving_default` (raw strings -> answers),
-  `serve_ids` (ids -> raw head outputs) and, for a task that declares a
-  `serving_api` (`tasks.base.Servable`), `serve_examples` (TF Serving's Classify/Regress
-  APIs); warmup records, the op
-  manifest and the export description in `assets.extra/` (see `export.py`).
+* `export(source, output, format=..., kind=..., **options)`: the one entry point
+  (`registry.py`). The source is a fine-tuned directory (or `FinetunedSource`), a
+  `PretrainedSource` (a checkpoint as an encoder, a masked LM or a TF Hub style pair's
+  encoder) or a `ModelSource` (a model in memory with its task and tokenizer);
+  `sources.py`. The formats (`formats/`), each an `Exporter` that builds and verifies:
+  - `saved_model`: one TF Serving SavedModel version (`EXPORT_BASE/MODEL_NAME/VERSION/`)
+    with `serving_default` (raw strings -> answers), `serve_ids` (ids -> raw head
+    outputs) and, for a task that declares a `serving_api`, `serve_examples` (TF
+    Serving's Classify/Regress APIs); warmup records, the op manifest and the export
+    description in `assets.extra/`;
+  - `hub_pair` (`--format=saved_model --kind=hub_encoder_pair`): TF Hub style
+    preprocessor + encoder SavedModels (`is_hub_pair` tells such a directory);
+  - `litert`: a LiteRT `.tflite` (ids in, builtin ops only; or raw text in with
+    tensorflow-text's TFLite kernels), and `onnx`: an ONNX model (ids in), each in a
+    directory with its sidecar (`portable.py`).
+  A new format is an `Exporter` subclass registered with `register` (or a line of
+  `formats/__init__.py`, or an entry point of the group `keras_bert_zoo.serving.formats`).
+* `load_served_model`, `load_portable_model`: an export loaded back, answering raw text
+  (`loading.py`); `export_and_answer`, `describe_export`, `describe_portable`: what the
+  tools print (`client.py`).
 * `EncoderServable`, `MaskedLMServable`: serve a pretrained `BertEncoder` /
-  `BertPretrainer` the same way (see `servables.py`).
-* `export_hub_encoder_pair`: TF Hub style preprocessor + encoder SavedModels, each with
-  its export description and op manifest in `assets.extra/` (`is_hub_pair` tells such
-  a directory).
-* `load_served_model`, `export_and_answer`: load an export back and query it in raw
-  text (see `client.py`).
+  `BertPretrainer` as a task is served (`servables.py`).
 * `ops`: the ops outside core TensorFlow an export needs, recorded and checked.
-* `export_litert` / `export_onnx` (and their `_finetuned_` / `_pretrained_` forms): a
-  LiteRT `.tflite` (ids in, builtin ops only; or raw text in with tensorflow-text's
-  TFLite kernels) or an ONNX model (ids in) in a directory with its sidecar
-  (`litert.py`, `onnx_export.py`, `portable.py`); `load_portable_model` answers raw
-  text with one.
+
+The export functions of the previous release (`export_saved_model`,
+`export_finetuned`, `export_litert`, ...) keep working for one release, with a
+`DeprecationWarning` (`deprecated.py`).
 """
 
-from keras_bert_zoo.serving import litert, native, onnx_export, ops, portable, signatures, warmup
+# The deprecated module paths first: importing `serving.export` (the old module) binds
+# the package's attribute `export` to it; it is callable as the function for this
+# release (see export.py).
+from keras_bert_zoo.serving import (  # noqa: F401
+    export,
+    hub,
+    litert,
+    native,
+    onnx_export,
+    ops,
+    portable,
+    signatures,
+    warmup,
+)
 from keras_bert_zoo.serving.client import (
-    ServedModel,
     describe_export,
+    describe_portable,
     export_and_answer,
     format_answers,
-    load_served_model,
     resolve_version_dir,
 )
-from keras_bert_zoo.serving.export import (
+from keras_bert_zoo.serving.common import (
     DEFAULT_WARMUP_TEXTS,
-    ExportedModel,
-    ExportVerificationError,
-    existing_versions,
-    export_finetuned,
-    export_pretrained,
-    export_saved_model,
-    next_version,
-    read_export_description,
-    signature_schema,
+    OUTPUT_DIR,
+    OVERWRITE,
+    VERIFY,
+    publish_directory,
+    reference_run,
+    serving_preprocessor,
     warmup_inputs_from_rows,
 )
-from keras_bert_zoo.serving.hub import (
-    export_hub_encoder_pair,
-    export_pretrained_hub_pair,
+from keras_bert_zoo.serving.exporter import Exporter, Option, OptionError
+from keras_bert_zoo.serving.formats.hub_pair import HubPairExport
+from keras_bert_zoo.serving.formats.saved_model import (
+    ExportedModel,
+    ExportVerificationError,
+    next_version,
+)
+from keras_bert_zoo.serving.layout import (
+    existing_versions,
     is_hub_pair,
-)
-from keras_bert_zoo.serving.litert import (
-    export_finetuned_litert,
-    export_litert,
-    export_pretrained_litert,
-)
-from keras_bert_zoo.serving.onnx_export import (
-    export_finetuned_onnx,
-    export_onnx,
-    export_pretrained_onnx,
-)
-from keras_bert_zoo.serving.portable import (
-    ConversionError,
-    PortableExport,
-    PortableModel,
-    describe_portable,
     is_portable_export,
+    read_export_description,
+)
+from keras_bert_zoo.serving.loading import (
+    PortableModel,
+    ServedModel,
     load_portable_model,
+    load_served_model,
+)
+from keras_bert_zoo.serving.portable import ConversionError, PortableExport
+from keras_bert_zoo.serving.registry import (
+    exporter_for,
+    exporters,
+    formats,
+    register,
 )
 from keras_bert_zoo.serving.servables import (
     EncoderServable,
     MaskedLMServable,
     MaskedTextPreprocessor,
 )
+from keras_bert_zoo.serving.signatures import signature_schema
+from keras_bert_zoo.serving.sources import FinetunedSource, ModelSource, PretrainedSource
+from keras_bert_zoo.utils.deprecation import moved_names
 
 __all__ = [
     "ConversionError",
@@ -78,41 +102,65 @@ __all__ = [
     "EncoderServable",
     "ExportVerificationError",
     "ExportedModel",
+    "Exporter",
+    "FinetunedSource",
+    "HubPairExport",
     "MaskedLMServable",
     "MaskedTextPreprocessor",
+    "ModelSource",
+    "OUTPUT_DIR",
+    "OVERWRITE",
+    "Option",
+    "OptionError",
     "PortableExport",
     "PortableModel",
+    "PretrainedSource",
     "ServedModel",
+    "VERIFY",
     "describe_export",
     "describe_portable",
     "existing_versions",
+    "export",
     "export_and_answer",
-    "export_finetuned",
-    "export_finetuned_litert",
-    "export_finetuned_onnx",
-    "export_hub_encoder_pair",
-    "export_litert",
-    "export_onnx",
-    "export_pretrained",
-    "export_pretrained_hub_pair",
-    "export_pretrained_litert",
-    "export_pretrained_onnx",
-    "export_saved_model",
+    "exporter_for",
+    "exporters",
     "format_answers",
+    "formats",
     "is_hub_pair",
     "is_portable_export",
-    "litert",
     "load_portable_model",
     "load_served_model",
     "native",
     "next_version",
-    "onnx_export",
     "ops",
     "portable",
+    "publish_directory",
     "read_export_description",
+    "reference_run",
+    "register",
     "resolve_version_dir",
+    "serving_preprocessor",
     "signature_schema",
     "signatures",
     "warmup",
     "warmup_inputs_from_rows",
 ]
+
+# The export functions of the previous release: `export` takes every source.
+__getattr__ = moved_names(
+    __name__,
+    ["keras_bert_zoo.serving.deprecated"],
+    only=[
+        "export_saved_model",
+        "export_finetuned",
+        "export_pretrained",
+        "export_hub_encoder_pair",
+        "export_pretrained_hub_pair",
+        "export_litert",
+        "export_finetuned_litert",
+        "export_pretrained_litert",
+        "export_onnx",
+        "export_finetuned_onnx",
+        "export_pretrained_onnx",
+    ],
+)

@@ -1,6 +1,6 @@
 """Servables that are not fine-tuning tasks: the bare encoder and the masked LM.
 
-The exporter takes a `keras_bert_zoo.tasks.base.Servable`, the serving half of the
+The exporter takes a `keras_bert_zoo.tasks.servable.Servable`, the serving half of the
 task contract: `task_name`, `text_fields`, `max_seq_length`,
 `make_preprocessor(tokenizer)`, `serving_outputs(model, preprocessor)`, `state()`,
 `label_names`, `serving_api` and `description(tokenizer)`. Every registered task is
@@ -34,7 +34,7 @@ import keras
 import tensorflow as tf
 
 from keras_bert_zoo.inputs import INPUT_MASK, INPUT_WORD_IDS
-from keras_bert_zoo.tasks.base import Servable
+from keras_bert_zoo.tasks.servable import Servable
 from keras_bert_zoo.text.packer import BertPacker
 from keras_bert_zoo.text.preprocessing_layer import TokenizingPreprocessor
 from keras_bert_zoo.text.preprocessor import BertPreprocessor

@@ -7,7 +7,7 @@
   `input_type_ids`, int32, plus any other model input such as
   `masked_lm_positions`), the raw head outputs out: a model returning one tensor
   gives `logits`; a dict keeps its keys, a list under a key becomes `key_0`, `key_1`.
-* `serve_examples` (tasks that declare a `serving_api`, `keras_bert_zoo.tasks.base.
+* `serve_examples` (tasks that declare a `serving_api`, `keras_bert_zoo.tasks.servable.
   Servable`; never guessed from the answers' keys): one string tensor `inputs` of
   serialized `tf.Example`s, each holding every text field as a bytes feature; out
   `classes` (string `[batch, num_labels]`, the label names) and `scores` (float32
@@ -22,12 +22,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
 
-from keras_bert_zoo.tasks.base import (
+from keras_bert_zoo.tasks.servable import (
     CLASSIFY_API,
     PROBABILITIES_ANSWER,
     REGRESS_API,
@@ -254,8 +255,6 @@ def set_method_names(saved_model_dir: str, method_names: Mapping[str, str]) -> N
     Called on a version directory that is not yet visible: the file is rewritten in
     place inside the exporter's temporary directory.
     """
-    import os
-
     from tensorflow.core.protobuf import saved_model_pb2
 
     if not method_names:
@@ -288,8 +287,6 @@ def set_method_names(saved_model_dir: str, method_names: Mapping[str, str]) -> N
 def _rewrite_fingerprint(saved_model_dir: str) -> None:
     """`fingerprint.pb` holds a checksum of saved_model.pb: recompute it (a stale one
     would misreport the model's identity to whatever reads fingerprints)."""
-    import os
-
     path = os.path.join(saved_model_dir, "fingerprint.pb")
     if not os.path.exists(path):
         return
@@ -306,8 +303,6 @@ def _rewrite_fingerprint(saved_model_dir: str) -> None:
 
 def read_method_names(saved_model_dir: str) -> dict[str, str]:
     """`{signature name: method_name}` of the SavedModel's `serve` graph."""
-    import os
-
     from tensorflow.core.protobuf import saved_model_pb2
 
     proto = saved_model_pb2.SavedModel()
@@ -319,3 +314,36 @@ def read_method_names(saved_model_dir: str) -> dict[str, str]:
             for key, signature in meta_graph.signature_def.items():
                 names[key] = signature.method_name
     return names
+
+
+def signature_schema(saved_model_dir: str) -> dict[str, Any]:
+    """`{signature: {"method_name", "inputs", "outputs"}}` read from `saved_model.pb`;
+    inputs and outputs map each key to `{"dtype", "shape"}` (-1 for a dynamic size)."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
+        proto.ParseFromString(f.read())
+
+    def describe(infos):
+        described = {}
+        for key, info in sorted(infos.items()):
+            shape = None
+            if not info.tensor_shape.unknown_rank:
+                shape = [dim.size for dim in info.tensor_shape.dim]
+            described[key] = {"dtype": tf.as_dtype(info.dtype).name, "shape": shape}
+        return described
+
+    schema = {}
+    for meta_graph in proto.meta_graphs:
+        if "serve" not in meta_graph.meta_info_def.tags:
+            continue
+        for name, signature in sorted(meta_graph.signature_def.items()):
+            if name.startswith("__"):  # TF's internal __saved_model_init_op
+                continue
+            schema[name] = {
+                "method_name": signature.method_name,
+                "inputs": describe(signature.inputs),
+                "outputs": describe(signature.outputs),
+            }
+    return schema

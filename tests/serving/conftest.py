@@ -56,8 +56,11 @@ def export_base(tmp_path_factory):
 
 def _export(export_base, name, task, model, tokenizer, **kwargs) -> Export:
     preprocessor = task.make_preprocessor(tokenizer)
-    exported = serving.export_saved_model(
-        export_base, name, task, model, tokenizer, preprocessor=preprocessor, **kwargs
+    exported = serving.export(
+        serving.ModelSource(task, model, tokenizer, preprocessor=preprocessor),
+        export_base,
+        model_name=name,
+        **kwargs,
     )
     return Export(name, task, model, tokenizer, preprocessor, exported)
 

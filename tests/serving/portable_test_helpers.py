@@ -20,7 +20,7 @@ import tensorflow as tf
 from keras_bert_zoo import serving, tasks
 from keras_bert_zoo.models import BertPretrainer
 from keras_bert_zoo.serving import signatures
-from keras_bert_zoo.serving.export import serving_preprocessor
+from keras_bert_zoo.serving.common import serving_preprocessor
 from keras_bert_zoo.tasks.feature_extraction import demo_model_dir
 from keras_bert_zoo.text import BertPreprocessor, BertTokenizer
 

@@ -53,7 +53,7 @@ class Export:
 
     @property
     def served_preprocessor(self):
-        return serving.export.serving_preprocessor(self.preprocessor)
+        return serving.serving_preprocessor(self.preprocessor)
 
     def eager_answer(self, inputs: dict) -> dict[str, np.ndarray]:
         """The in-memory Keras model's answers (the task's serving function run eagerly)."""

@@ -171,18 +171,17 @@ def test_every_family_exports_in_bfloat16_answering_as_float32(all_exports, load
     answers float32 and stays within bfloat16's rounding of the float32 export (8
     significant bits per matmul input: about 1% through these two-layer models). The
     exporter's own reload check in bfloat16 runs in test_precision.py."""
-    from keras_bert_zoo.serving.export import default_warmup_inputs
+    from keras_bert_zoo.serving.common import default_warmup_inputs
 
     # stsb shares mnli's model class and head; the test reloads and compares itself, so
     # the exporter's own reload (verify) is skipped: together they halve the test's time.
     for export in [export for export in all_exports if export.name != "stsb"]:
-        exported = serving.export_saved_model(
+        exported = serving.export(
+            serving.ModelSource(
+                export.task, export.model, export.tokenizer, preprocessor=export.preprocessor
+            ),
             str(tmp_path),
-            export.name,
-            export.task,
-            export.model,
-            export.tokenizer,
-            preprocessor=export.preprocessor,
+            model_name=export.name,
             precision="bfloat16",
             verify=False,
         )
@@ -221,7 +220,7 @@ def test_padding_free_follows_what_the_model_class_declares(helpers):
         BertMultipleChoice,
         BertSpanLabeler,
     )
-    from keras_bert_zoo.serving.export import serves_padding_free
+    from keras_bert_zoo.serving.padding_free import serves_padding_free
 
     class PaddedClassifier(BertClassifier):
         supports_padding_free_inference = False
@@ -253,13 +252,12 @@ def test_padding_free_export_answers_as_the_padded_one(
     batches with padding and without; a model that reads every position, or an unknown
     choice, is refused."""
     export = sentence_pair_export
-    exported = serving.export_saved_model(
+    exported = serving.export(
+        serving.ModelSource(
+            export.task, export.model, export.tokenizer, preprocessor=export.preprocessor
+        ),
         str(tmp_path),
-        "mnli_padded",
-        export.task,
-        export.model,
-        export.tokenizer,
-        preprocessor=export.preprocessor,
+        model_name="mnli_padded",
         padding_free="off",
     )
     assert exported.description["padding_free"] is False
@@ -276,21 +274,17 @@ def test_padding_free_export_answers_as_the_padded_one(
         np.testing.assert_allclose(got["probabilities"], want["probabilities"], atol=1e-5)
         np.testing.assert_array_equal(got["label"], want["label"])
     with pytest.raises(ValueError, match="BertSpanLabeler reads every position"):
-        serving.export_saved_model(
+        serving.export(
+            serving.ModelSource(squad_export.task, squad_export.model, squad_export.tokenizer),
             str(tmp_path),
-            "squad_padding_free",
-            squad_export.task,
-            squad_export.model,
-            squad_export.tokenizer,
+            model_name="squad_padding_free",
             padding_free="on",
         )
     with pytest.raises(ValueError, match="padding_free must be one of auto, on, off"):
-        serving.export_saved_model(
+        serving.export(
+            serving.ModelSource(export.task, export.model, export.tokenizer),
             str(tmp_path),
-            "mnli_x",
-            export.task,
-            export.model,
-            export.tokenizer,
+            model_name="mnli_x",
             padding_free="yes",
         )
     assert not os.path.exists(os.path.join(str(tmp_path), "squad_padding_free", "1"))
@@ -327,22 +321,35 @@ def test_versions_increment_existing_ones_are_refused_overwrite_replaces(
     vocabulary = helpers.sentence_fixtures.VOCABULARY
     model = helpers.randomize(task.build_model(helpers.tiny_encoder(len(vocabulary))), 7)
     base = str(tmp_path / "base")
-    first = serving.export_saved_model(base, "sst2", task, model, small_tokenizer, verify=False)
+    first = serving.export(
+        serving.ModelSource(task, model, small_tokenizer), base, model_name="sst2", verify=False
+    )
     assert first.version == 1
     assert serving.existing_versions(os.path.join(base, "sst2")) == [1]
     os.makedirs(os.path.join(base, "sst2", ".7.tmp-leftover"))  # ignored, as TF Serving does
-    second = serving.export_saved_model(base, "sst2", task, model, small_tokenizer, verify=False)
+    second = serving.export(
+        serving.ModelSource(task, model, small_tokenizer), base, model_name="sst2", verify=False
+    )
     assert second.version == 2
     marker = os.path.join(second.path, "assets.extra", "marker")
     open(marker, "w").close()
     with pytest.raises(FileExistsError, match="2 already exists.*overwrite"):
-        serving.export_saved_model(
-            base, "sst2", task, model, small_tokenizer, version=2, verify=False
+        serving.export(
+            serving.ModelSource(task, model, small_tokenizer),
+            base,
+            model_name="sst2",
+            version=2,
+            verify=False,
         )
     assert os.path.exists(marker)  # untouched
     helpers.randomize(model, 8)
-    replaced = serving.export_saved_model(
-        base, "sst2", task, model, small_tokenizer, version=2, overwrite=True, verify=False
+    replaced = serving.export(
+        serving.ModelSource(task, model, small_tokenizer),
+        base,
+        model_name="sst2",
+        version=2,
+        overwrite=True,
+        verify=False,
     )
     assert not os.path.exists(marker)
     served = serving.load_served_model(replaced.path)(sentence=np.array([b"good film"], object))
@@ -353,12 +360,17 @@ def test_versions_increment_existing_ones_are_refused_overwrite_replaces(
     assert sorted(os.listdir(os.path.join(base, "sst2"))) == [".7.tmp-leftover", "1", "2"]
     for bad in ("", ".hidden", "a/b", " x"):
         with pytest.raises(ValueError, match="model_name"):
-            serving.export_saved_model(base, bad, task, model, small_tokenizer)
+            serving.export(serving.ModelSource(task, model, small_tokenizer), base, model_name=bad)
     with pytest.raises(ValueError, match="version"):
-        serving.export_saved_model(base, "sst2", task, model, small_tokenizer, version=-1)
+        serving.export(
+            serving.ModelSource(task, model, small_tokenizer), base, model_name="sst2", version=-1
+        )
     with pytest.raises(ValueError, match="warmup_inputs"):
-        serving.export_saved_model(
-            base, "sst2", task, model, small_tokenizer, warmup_inputs={"text": ["x"]}
+        serving.export(
+            serving.ModelSource(task, model, small_tokenizer),
+            base,
+            model_name="sst2",
+            warmup_inputs={"text": ["x"]},
         )
 
 
@@ -389,7 +401,7 @@ _KILLED_EXPORT = textwrap.dedent(
         return path
 
     serving.warmup.write_warmup_records = stall
-    serving.export_saved_model(sys.argv[1], "sst2", task, model, tokenizer)
+    serving.export(serving.ModelSource(task, model, tokenizer), sys.argv[1], model_name="sst2")
     """
 )
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_bert_zoo import serving
 from keras_bert_zoo.models import BertPretrainer
-from keras_bert_zoo.serving import hub
 from keras_bert_zoo.text import BertPreprocessor
 
 TEXTS = ["Who won the race?", "Ada did, in 1842 — naïvely.", "", "x " * 80]
@@ -19,11 +19,15 @@ def pair(tmp_path_factory, minilm_tokenizer, helpers):
         BertPretrainer(helpers.tiny_encoder(minilm_tokenizer.vocabulary_size())), 11
     )
     output_dir = tmp_path_factory.mktemp("hub") / "pair"
-    preprocessor_dir, encoder_dir = hub.export_hub_encoder_pair(
-        str(output_dir), model, minilm_tokenizer, seq_length=32
-    )
+    preprocessor_dir, encoder_dir = serving.export(
+        serving.ModelSource(None, model, minilm_tokenizer, max_seq_length=32),
+        str(output_dir),
+        format="hub_pair",
+    ).paths
     with pytest.raises(FileExistsError, match="already exists"):
-        hub.export_hub_encoder_pair(str(output_dir), model, minilm_tokenizer)
+        serving.export(
+            serving.ModelSource(None, model, minilm_tokenizer), str(output_dir), format="hub_pair"
+        )
     pair_dirs[:] = [preprocessor_dir, encoder_dir]
     return model, tf.saved_model.load(preprocessor_dir), tf.saved_model.load(encoder_dir)
 

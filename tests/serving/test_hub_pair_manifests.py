@@ -15,9 +15,10 @@ import pytest
 import tensorflow as tf
 import tensorflow_text
 
+from keras_bert_zoo import serving
 from keras_bert_zoo.config import BertConfig
 from keras_bert_zoo.models import BertEncoder, BertPretrainer
-from keras_bert_zoo.serving import hub, ops
+from keras_bert_zoo.serving import ops
 from keras_bert_zoo.text import BertTokenizer
 
 # Special tokens away from their usual ids, so that a recorded id is this vocabulary's.
@@ -43,9 +44,11 @@ def pair(tmp_path_factory, tokenizer):
     """A bert_tiny pretrainer's pair, with core-ops tokenization (the default)."""
     encoder, config = _bert_tiny()
     output_dir = tmp_path_factory.mktemp("hub") / "pair"
-    paths = hub.export_hub_encoder_pair(
-        str(output_dir), BertPretrainer(encoder), tokenizer, seq_length=SEQ_LENGTH
-    )
+    paths = serving.export(
+        serving.ModelSource(None, BertPretrainer(encoder), tokenizer, max_seq_length=SEQ_LENGTH),
+        str(output_dir),
+        format="hub_pair",
+    ).paths
     return str(output_dir), paths, config
 
 
@@ -56,7 +59,7 @@ def _extra(directory, name):
 
 def test_each_half_records_its_export_description_and_op_manifest(pair):
     output_dir, (preprocessor_dir, encoder_dir), config = pair
-    assert hub.is_hub_pair(output_dir) and not hub.is_hub_pair(preprocessor_dir)
+    assert serving.is_hub_pair(output_dir) and not serving.is_hub_pair(preprocessor_dir)
 
     preprocessor = _extra(preprocessor_dir, "export.json")
     assert preprocessor["kind"] == "hub_preprocessor"
@@ -101,13 +104,12 @@ def test_each_half_records_its_export_description_and_op_manifest(pair):
 
 def test_tensorflow_text_ops_and_bfloat16_are_recorded(tmp_path, tokenizer):
     encoder, _ = _bert_tiny(dtype="mixed_bfloat16")
-    preprocessor_dir, encoder_dir = hub.export_hub_encoder_pair(
+    preprocessor_dir, encoder_dir = serving.export(
+        serving.ModelSource(None, encoder, tokenizer, max_seq_length=SEQ_LENGTH),
         str(tmp_path / "pair"),
-        encoder,
-        tokenizer,
-        seq_length=SEQ_LENGTH,
+        format="hub_pair",
         tokenizer_ops="tensorflow_text",
-    )
+    ).paths
     preprocessor = _extra(preprocessor_dir, "export.json")
     manifest = _extra(preprocessor_dir, "custom_ops.json")
     assert preprocessor["tokenizer_ops"] == "tensorflow_text"

@@ -1,4 +1,4 @@
-"""LiteRT exports (keras_bert_zoo/serving/litert.py), checked against the Keras model.
+"""LiteRT exports (keras_bert_zoo/serving/formats/litert.py), checked against the Keras model.
 
 Every family's ids-in `.tflite` answers as the Keras model on the same random ids (to
 1e-5), under the SavedModel's `serve_ids` name and outputs, and with the task's answers
@@ -23,7 +23,8 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_zoo import serving, tasks
-from keras_bert_zoo.serving import litert, portable
+from keras_bert_zoo.serving import portable
+from keras_bert_zoo.serving.formats import litert
 from keras_bert_zoo.utils import cli
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -48,7 +49,9 @@ def family_exports(tmp_path_factory, helpers, tokenizer):
     exports = {}
     for family in ph.FAMILIES:
         task, model = ph.family_model(family, helpers, tokenizer.vocabulary_size())
-        exported = litert.export_litert(str(base / family), task, model, tokenizer)
+        exported = serving.export(
+            serving.ModelSource(task, model, tokenizer), str(base / family), format="litert"
+        )
         exports[family] = (task, model, exported)
     return exports
 
@@ -80,7 +83,7 @@ def test_each_family_answers_as_the_keras_model(family, family_exports, tokenize
         ph.assert_same_answers(ph.keras_outputs(model, ids), run(**ids))
     # Raw text through the sidecar's vocabulary: the task's own answers.
     request = ph.text_request(task)
-    answers = portable.load_portable_model(exported.path)(**request)
+    answers = serving.load_portable_model(exported.path)(**request)
     ph.assert_same_answers(ph.eager_answers(task, model, tokenizer, request), answers)
 
 
@@ -108,7 +111,12 @@ def test_sidecar_says_how_to_tokenize(family_exports, tokenizer):
 
 def test_float16_is_half_the_size_and_close(tmp_path, family_exports, tokenizer):
     task, model, exported = family_exports["encoder"]
-    half = litert.export_litert(str(tmp_path / "f16"), task, model, tokenizer, quantize="float16")
+    half = serving.export(
+        serving.ModelSource(task, model, tokenizer),
+        str(tmp_path / "f16"),
+        format="litert",
+        quantize="float16",
+    )
     assert half.size_bytes < 0.6 * exported.size_bytes
     ids = ph.random_ids(model, tokenizer.vocabulary_size())
     got = _interpreter(half.model_path).get_signature_runner("serve_ids")(**ids)
@@ -121,11 +129,10 @@ def test_dynamic_int8_on_real_minilm_keeps_the_answers(tmp_path):
     and sequence outputs close to float, and the labels of a sentiment head on the
     real dev sentences."""
     minilm = ph.MiniLMReviews()
-    exported = litert.export_litert(
+    exported = serving.export(
+        serving.ModelSource(serving.EncoderServable(64), minilm.encoder, minilm.tokenizer),
         str(tmp_path / "int8"),
-        serving.EncoderServable(64),
-        minilm.encoder,
-        minilm.tokenizer,
+        format="litert",
         quantize="dynamic_int8",
         verify=False,
     )
@@ -161,10 +168,19 @@ def raw_text_pair(tmp_path_factory, helpers, tokenizer):
     model = helpers.randomize(
         task.build_model(helpers.tiny_encoder(tokenizer.vocabulary_size())), 7
     )
-    saved = serving.export_saved_model(
-        str(base), "mnli", task, model, tokenizer, verify=False, tokenizer_ops="tensorflow_text"
+    saved = serving.export(
+        serving.ModelSource(task, model, tokenizer),
+        str(base),
+        model_name="mnli",
+        verify=False,
+        tokenizer_ops="tensorflow_text",
     )
-    tflite = litert.export_litert(str(base / "litert"), task, model, tokenizer, raw_text=True)
+    tflite = serving.export(
+        serving.ModelSource(task, model, tokenizer),
+        str(base / "litert"),
+        format="litert",
+        raw_text=True,
+    )
     return task, model, saved, tflite
 
 
@@ -179,7 +195,7 @@ def test_raw_text_litert_answers_as_the_raw_text_saved_model(raw_text_pair, wiki
     first = texts[:100] + wiki_lines[:300]
     second = texts[100:200] + wiki_lines[1:301]
     served = tf.saved_model.load(saved.path).signatures["serving_default"]
-    model = portable.load_portable_model(exported.path)
+    model = serving.load_portable_model(exported.path)
     exact = other = 0
     for start in range(0, len(first), 50):
         batch = {"premise": first[start : start + 50], "hypothesis": second[start : start + 50]}
@@ -222,7 +238,12 @@ def wiki_lines():
 def test_unsupported_family_is_one_line_naming_it(family_exports, tokenizer, tmp_path):
     task, model, _ = family_exports["span"]
     with pytest.raises(portable.ConversionError) as raised:
-        litert.export_litert(str(tmp_path / "x"), task, model, tokenizer, raw_text=True)
+        serving.export(
+            serving.ModelSource(task, model, tokenizer),
+            str(tmp_path / "x"),
+            format="litert",
+            raw_text=True,
+        )
     message = str(raised.value)
     assert "\n" not in message and message.startswith("squad_v2.0 (raw-text LiteRT): ")
     assert not (tmp_path / "x").exists()

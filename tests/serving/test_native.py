@@ -76,8 +76,10 @@ def test_cpp_loader_serves_the_real_minilm_like_hugging_face(tmp_path, cpp_runne
     model_dir = demo_model_dir()
     tokenizer = BertTokenizer(os.path.join(model_dir, "vocab.txt"))
     servable = serving.EncoderServable(max_seq_length=64)
-    exported = serving.export_saved_model(
-        str(tmp_path), "minilm", servable, from_pretrained(model_dir), tokenizer
+    exported = serving.export(
+        serving.ModelSource(servable, from_pretrained(model_dir), tokenizer),
+        str(tmp_path),
+        model_name="minilm",
     )
     sentences = [
         "A man is playing a guitar on stage.",

@@ -1,4 +1,4 @@
-"""ONNX exports (keras_bert_zoo/serving/onnx_export.py), run by ONNX Runtime and checked
+"""ONNX exports (keras_bert_zoo/serving/formats/onnx.py), run by ONNX Runtime and checked
 against the Keras model.
 
 Every family's ONNX model answers as the Keras model on the same random ids (to 1e-5),
@@ -22,7 +22,8 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_zoo import serving
-from keras_bert_zoo.serving import onnx_export, portable
+from keras_bert_zoo.serving import portable
+from keras_bert_zoo.serving.formats import onnx as onnx_format
 
 HERE = pathlib.Path(__file__).resolve().parent
 ph = child_process.import_by_path("kbz_portable_test_helpers", HERE / "portable_test_helpers.py")
@@ -41,7 +42,9 @@ def family_exports(tmp_path_factory, helpers, tokenizer):
     exports = {}
     for family in ph.FAMILIES:
         task, model = ph.family_model(family, helpers, tokenizer.vocabulary_size())
-        exported = onnx_export.export_onnx(str(base / family), task, model, tokenizer)
+        exported = serving.export(
+            serving.ModelSource(task, model, tokenizer), str(base / family), format="onnx"
+        )
         exports[family] = (task, model, exported)
     return exports
 
@@ -67,7 +70,7 @@ def test_each_family_answers_as_the_keras_model(family, family_exports, tokenize
         ids = ph.random_ids(model, tokenizer.vocabulary_size(), seed=seed)
         ph.assert_same_answers(ph.keras_outputs(model, ids), _run(session, ids))
     request = ph.text_request(task)
-    answers = portable.load_portable_model(exported.path)(**request)
+    answers = serving.load_portable_model(exported.path)(**request)
     ph.assert_same_answers(ph.eager_answers(task, model, tokenizer, request), answers)
 
 
@@ -87,8 +90,11 @@ def test_dynamic_int8_keeps_the_answers(tmp_path, family_exports, tokenizer):
     matmuls with a weight are ONNX Runtime's `MatMulNBits` (8 bits), the embedding
     tables quantized, no matmul left in float but the two of attention per layer."""
     task, model, exported = family_exports["encoder"]
-    small = onnx_export.export_onnx(
-        str(tmp_path / "int8"), task, model, tokenizer, quantize="dynamic_int8"
+    small = serving.export(
+        serving.ModelSource(task, model, tokenizer),
+        str(tmp_path / "int8"),
+        format="onnx",
+        quantize="dynamic_int8",
     )
     assert small.size_bytes <= 0.3 * exported.size_bytes
     nodes = onnx.load(small.model_path).graph.node
@@ -114,11 +120,10 @@ def test_dynamic_int8_on_real_minilm_keeps_the_answers(tmp_path):
     sequence outputs close to float, and the labels of a sentiment head on the real
     dev sentences (the bar `quantize_dynamic` alone missed: 0.994 pooled cosine)."""
     minilm = ph.MiniLMReviews()
-    exported = onnx_export.export_onnx(
+    exported = serving.export(
+        serving.ModelSource(serving.EncoderServable(64), minilm.encoder, minilm.tokenizer),
         str(tmp_path / "int8"),
-        serving.EncoderServable(64),
-        minilm.encoder,
-        minilm.tokenizer,
+        format="onnx",
         quantize="dynamic_int8",
     )
     session = _session(exported.model_path)
@@ -129,7 +134,12 @@ def test_dynamic_int8_on_real_minilm_keeps_the_answers(tmp_path):
 def test_float16_is_refused_in_one_line(tmp_path, family_exports, tokenizer):
     task, model, _ = family_exports["encoder"]
     with pytest.raises(ValueError) as raised:
-        onnx_export.export_onnx(str(tmp_path / "f16"), task, model, tokenizer, quantize="float16")
+        serving.export(
+            serving.ModelSource(task, model, tokenizer),
+            str(tmp_path / "f16"),
+            format="onnx",
+            quantize="float16",
+        )
     message = str(raised.value)
     assert "\n" not in message and message.startswith("encoder (BertEncoder, ONNX): quantize")
     assert not (tmp_path / "f16").exists()
@@ -141,7 +151,7 @@ def test_converter_failure_is_one_line_naming_it():
         return {"ids": tf.strings.to_hash_bucket_fast(tf.strings.lower(text), 7)}
 
     with pytest.raises(portable.ConversionError) as raised:
-        onnx_export.convert(
+        onnx_format.convert(
             no_onnx_form, [tf.TensorSpec([None], tf.string, name="text")], "my_family (ONNX)"
         )
     message = str(raised.value)

@@ -44,8 +44,11 @@ def test_bfloat16_export_answers_as_the_float32_model(tmp_path, small_tokenizer,
     texts = helpers.text_inputs(task.text_fields, helpers.HOSTILE_TEXTS)["sentence"]
     exports = {}
     for name in ("float32", "bfloat16"):
-        exports[name] = serving.export_saved_model(
-            str(tmp_path), f"sst2_{name}", task, model, small_tokenizer, precision=name
+        exports[name] = serving.export(
+            serving.ModelSource(task, model, small_tokenizer),
+            str(tmp_path),
+            model_name=f"sst2_{name}",
+            precision=name,
         )
         assert exports[name].description["precision"] == name
     assert model.compute_dtype == "float32"  # the caller's model is left alone

@@ -86,8 +86,11 @@ def classifier(helpers, small_tokenizer):
 
 
 def _export(base, servable, model, tokenizer, **kwargs):
-    return serving.export_saved_model(
-        base, servable.task_name, servable, model, tokenizer, **kwargs
+    return serving.export(
+        serving.ModelSource(servable, model, tokenizer),
+        base,
+        model_name=servable.task_name,
+        **kwargs,
     )
 
 
@@ -229,4 +232,8 @@ def test_only_a_servable_is_exported(tmp_path, classifier, small_tokenizer):
         text_fields = ("text",)
 
     with pytest.raises(TypeError, match="Servable.*DuckTyped"):
-        serving.export_saved_model(str(tmp_path), "duck", DuckTyped(), classifier, small_tokenizer)
+        serving.export(
+            serving.ModelSource(DuckTyped(), classifier, small_tokenizer),
+            str(tmp_path),
+            model_name="duck",
+        )

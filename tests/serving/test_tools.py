@@ -203,7 +203,7 @@ def test_run_tool_names_an_unknown_input_in_one_line(tmp_path, finetuned_dir):
     """A field the export does not take ends the tool as a user runs it with one line
     naming it and what the export takes: no description, no usage text."""
     directory, _, _, _ = finetuned_dir
-    exported = serving.export_finetuned(directory, str(tmp_path / "exports"))
+    exported = serving.export(directory, str(tmp_path / "exports"))
     completed = subprocess.run(
         [
             sys.executable,

@@ -1,0 +1,197 @@
+"""Where an export's model comes from, loaded once whatever the format.
+
+* `FinetunedSource`: a fine-tuned model directory (`tasks.save_finetuned`, what
+  `tools/run_finetuning.py` writes) or a loaded `tasks.FinetunedModel`; kind `"task"`.
+* `PretrainedSource`: a pretrained checkpoint (Google or Hugging Face layout, with its
+  `vocab.txt`) served as an `"encoder"` (pooled and sequence outputs), a `"masked_lm"`
+  (top-k fill-ins for each `[MASK]`) or a `"hub_encoder_pair"` (the TF Hub style
+  pair's encoder, with its MLM head when the checkpoint has one).
+* `ModelSource`: a model in memory with its task (any `tasks.servable.Servable`) and
+  tokenizer; also what the other two load into, and what every exporter builds from.
+
+`as_source` takes a source, a `FinetunedModel` or a fine-tuned directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, ClassVar
+
+from keras_bert_zoo.serving.exporter import Option, OptionError
+
+TASK = "task"
+ENCODER = "encoder"
+MASKED_LM = "masked_lm"
+HUB_ENCODER_PAIR = "hub_encoder_pair"
+# Every kind a source loads, in the order the tool lists them.
+KINDS = (TASK, ENCODER, MASKED_LM, HUB_ENCODER_PAIR)
+
+MAX_SEQ_LENGTH = Option(
+    "max_seq_length", 128, "Packed length (pretrained kinds; a task keeps its own).", type=int
+)
+TOP_K = Option("top_k", 5, "masked_lm: fill-ins per [MASK].", type=int)
+TEXT_FIELDS = Option(
+    "text_fields", ("sentence",), "encoder / masked_lm: names of the 1-3 text inputs.", type=list
+)
+ALLOW_PARTIAL = Option(
+    "allow_partial",
+    False,
+    "masked_lm: accept a checkpoint without MLM head (left random).",
+    type=bool,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSource:
+    """A model in memory and what serves it: what every exporter builds from.
+
+    Attributes:
+        task: the `tasks.servable.Servable` (a task with its state restored,
+            `EncoderServable`, `MaskedLMServable`); None for the TF Hub style pair.
+        model: the trained Keras model `task.build_model` made (for the pair, a
+            `BertEncoder` or `BertPretrainer`).
+        tokenizer: the `BertTokenizer` it was trained with.
+        preprocessor: the task's preprocessor; default `task.make_preprocessor(tokenizer)`.
+        name: the export's default model name (SavedModel), or None.
+        max_seq_length: the TF Hub style pair's packed length (default 128).
+    """
+
+    task: Any
+    model: Any
+    tokenizer: Any
+    preprocessor: Any = None
+    name: str | None = None
+    max_seq_length: int | None = None
+
+    kinds: ClassVar[tuple[str, ...]] = KINDS
+    default_kind: ClassVar[str | None] = None
+
+    @property
+    def names_itself(self) -> bool:
+        return self.name is not None
+
+    def load(self, kind: str | None = None) -> ModelSource:
+        return self
+
+    def task_preprocessor(self):
+        """The preprocessor given, else the task's own."""
+        if self.preprocessor is not None:
+            return self.preprocessor
+        return self.task.make_preprocessor(self.tokenizer)
+
+
+class FinetunedSource:
+    """A fine-tuned model: a directory `tasks.save_finetuned` wrote (model.keras,
+    vocab.txt, task.json) or a loaded `tasks.FinetunedModel`. Its export's default
+    model name is the task name with `/` replaced by `_` (`glue_sst2`).
+
+    Args:
+        finetuned: the directory or the `FinetunedModel`.
+    """
+
+    kinds: ClassVar[tuple[str, ...]] = (TASK,)
+    default_kind: ClassVar[str] = TASK
+    names_itself: ClassVar[bool] = True
+    options: ClassVar[tuple[Option, ...]] = ()
+
+    def __init__(self, finetuned):
+        self.finetuned = finetuned
+
+    def load(self, kind: str | None = TASK) -> ModelSource:
+        from keras_bert_zoo.tasks.saving import FinetunedModel, load_finetuned
+
+        _check_kind(self, kind)
+        finetuned = self.finetuned
+        if not isinstance(finetuned, FinetunedModel):
+            finetuned = load_finetuned(os.fspath(finetuned))
+        return ModelSource(
+            finetuned.task,
+            finetuned.model,
+            finetuned.tokenizer,
+            preprocessor=finetuned.preprocessor,
+            name=finetuned.task.task_name.replace("/", "_"),
+        )
+
+
+class PretrainedSource:
+    """A pretrained checkpoint (Google or Hugging Face layout, with its `vocab.txt`).
+
+    Args:
+        checkpoint_dir: str. The checkpoint directory.
+        max_seq_length: int. The packed length served.
+        top_k: int. masked_lm: fill-ins per `[MASK]`.
+        text_fields: the 1-3 text inputs (encoder, masked_lm).
+        allow_partial: bool. Accept a checkpoint without the MLM head (masked_lm, and
+            the pair's `mlm`), which is then left random.
+    """
+
+    kinds: ClassVar[tuple[str, ...]] = (ENCODER, MASKED_LM, HUB_ENCODER_PAIR)
+    default_kind: ClassVar[str] = ENCODER
+    names_itself: ClassVar[bool] = False
+    options: ClassVar[tuple[Option, ...]] = (MAX_SEQ_LENGTH, TOP_K, TEXT_FIELDS, ALLOW_PARTIAL)
+
+    def __init__(
+        self,
+        checkpoint_dir: str,
+        *,
+        max_seq_length: int = MAX_SEQ_LENGTH.default,
+        top_k: int = TOP_K.default,
+        text_fields=TEXT_FIELDS.default,
+        allow_partial: bool = ALLOW_PARTIAL.default,
+    ):
+        self.checkpoint_dir = os.fspath(checkpoint_dir)
+        self.max_seq_length = max_seq_length
+        self.top_k = top_k
+        self.text_fields = tuple(text_fields)
+        self.allow_partial = allow_partial
+
+    def load(self, kind: str | None = ENCODER) -> ModelSource:
+        from keras_bert_zoo.serving.servables import pretrained_servable
+
+        kind = kind or self.default_kind
+        _check_kind(self, kind)
+        if kind == HUB_ENCODER_PAIR:
+            model, tokenizer = self._encoder_with_any_mlm_head()
+            return ModelSource(None, model, tokenizer, max_seq_length=self.max_seq_length)
+        servable, model, tokenizer = pretrained_servable(
+            self.checkpoint_dir,
+            kind,
+            max_seq_length=self.max_seq_length,
+            top_k=self.top_k,
+            text_fields=self.text_fields,
+            allow_partial=self.allow_partial,
+        )
+        return ModelSource(servable, model, tokenizer)
+
+    def _encoder_with_any_mlm_head(self):
+        """The checkpoint as a `BertPretrainer` when it holds the MLM head (or with
+        `allow_partial`), else as a `BertEncoder`; and its tokenizer."""
+        from keras_bert_zoo.checkpoints import CheckpointError, from_pretrained
+        from keras_bert_zoo.text import BertTokenizer
+
+        vocab = os.path.join(self.checkpoint_dir, "vocab.txt")
+        if not os.path.isfile(vocab):
+            raise FileNotFoundError(f"{self.checkpoint_dir}: no vocab.txt beside the checkpoint")
+        try:
+            model = from_pretrained(
+                self.checkpoint_dir, model="pretrainer", allow_partial=self.allow_partial
+            )
+        except CheckpointError:
+            model = from_pretrained(self.checkpoint_dir)
+        return model, BertTokenizer(vocab)
+
+
+def _check_kind(source, kind: str) -> None:
+    if kind not in source.kinds:
+        raise OptionError(
+            f"{{kind}}={kind}: a {type(source).__name__} exports " + ", ".join(source.kinds)
+        )
+
+
+def as_source(source):
+    """`source` itself when it is one (it has `load`), else a `FinetunedSource` of it (a
+    fine-tuned directory or a `tasks.FinetunedModel`)."""
+    if hasattr(source, "load") and hasattr(source, "kinds"):
+        return source
+    return FinetunedSource(source)
