@@ -56,6 +56,7 @@ from keras_bert_zoo.serving.common import (
     OUTPUT_DIR,
     OVERWRITE,
     VERIFY,
+    ExportVerificationError,
     publish_directory,
     reference_run,
     serving_preprocessor,
@@ -63,11 +64,7 @@ from keras_bert_zoo.serving.common import (
 )
 from keras_bert_zoo.serving.exporter import Exporter, Option, OptionError
 from keras_bert_zoo.serving.formats.hub_pair import HubPairExport
-from keras_bert_zoo.serving.formats.saved_model import (
-    ExportedModel,
-    ExportVerificationError,
-    next_version,
-)
+from keras_bert_zoo.serving.formats.saved_model import ExportedModel, next_version
 from keras_bert_zoo.serving.layout import (
     existing_versions,
     is_hub_pair,

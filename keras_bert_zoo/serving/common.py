@@ -266,6 +266,10 @@ def output_problems(
     return problems
 
 
+class ExportVerificationError(RuntimeError):
+    """The reloaded export did not answer as the in-memory model did."""
+
+
 # === Publishing ===
 
 

@@ -203,10 +203,7 @@ def export(
     """
     source = sources.as_source(source)
     kind = kind or source.default_kind
-    if kind is not None and kind not in source.kinds:
-        raise OptionError(
-            f"{{kind}}={kind}: a {type(source).__name__} exports {', '.join(source.kinds)}"
-        )
+    sources.check_kind(source, kind)
     exporter = exporter_for(format, kind)
     values = {option.name: option.default for option in exporter.options}
     values.update(options)

@@ -101,7 +101,7 @@ class FinetunedSource:
     def load(self, kind: str | None = TASK) -> ModelSource:
         from keras_bert_zoo.tasks.saving import FinetunedModel, load_finetuned
 
-        _check_kind(self, kind)
+        check_kind(self, kind)
         finetuned = self.finetuned
         if not isinstance(finetuned, FinetunedModel):
             finetuned = load_finetuned(os.fspath(finetuned))
@@ -150,7 +150,7 @@ class PretrainedSource:
         from keras_bert_zoo.serving.servables import pretrained_servable
 
         kind = kind or self.default_kind
-        _check_kind(self, kind)
+        check_kind(self, kind)
         if kind == HUB_ENCODER_PAIR:
             model, tokenizer = self._encoder_with_any_mlm_head()
             return ModelSource(None, model, tokenizer, max_seq_length=self.max_seq_length)
@@ -182,10 +182,11 @@ class PretrainedSource:
         return model, BertTokenizer(vocab)
 
 
-def _check_kind(source, kind: str) -> None:
-    if kind not in source.kinds:
+def check_kind(source, kind: str | None) -> None:
+    """Refuses (`OptionError`) a kind `source` does not load (None: its own)."""
+    if kind is not None and kind not in source.kinds:
         raise OptionError(
-            f"{{kind}}={kind}: a {type(source).__name__} exports " + ", ".join(source.kinds)
+            f"{{kind}}={kind}: a {type(source).__name__} exports {', '.join(source.kinds)}"
         )
 
 

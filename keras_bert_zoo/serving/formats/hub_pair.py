@@ -249,12 +249,37 @@ def hub_encoder_description(model) -> dict:
     }
 
 
+def _verify(preprocessor_dir, encoder_dir, model, tokenizer, seq_length) -> None:
+    """The reloaded pair against the Keras layers on the warmup texts: the
+    preprocessor's ids against `BertPreprocessor`'s, the encoder's outputs on them
+    against the model's."""
+    texts = tf.constant(list(common.DEFAULT_WARMUP_TEXTS))
+    ids = BertPreprocessor(tokenizer, sequence_length=seq_length)(texts)
+    encoder, _ = _encoder_and_pretrainer(model)
+    keys = ("sequence_output", "pooled_output")
+    want = _encoder_outputs(encoder(ids, training=False))
+    got = tf.saved_model.load(encoder_dir)(ids)
+    problems = common.output_problems(
+        common.numpy_outputs(ids),
+        common.numpy_outputs(tf.saved_model.load(preprocessor_dir)(texts)),
+        "preprocessor",
+    ) + common.output_problems(
+        {key: want[key].numpy() for key in keys}, {key: got[key].numpy() for key in keys}, "encoder"
+    )
+    if problems:
+        raise common.ExportVerificationError(
+            f"{os.path.dirname(encoder_dir)}: the reloaded pair answers differently from the "
+            "in-memory model:\n  " + "\n  ".join(problems)
+        )
+
+
 class HubPairExporter(Exporter):
     """The TF Hub style preprocessor + encoder pair of a `BertEncoder` or a
     `BertPretrainer` (which adds `mlm`); see the module docstring. Both SavedModels
-    appear at once (one directory rename). Options: `overwrite` (replace an existing
-    `output_dir`) and `tokenizer_ops` (the preprocessor's, as a SavedModel's); the
-    packed length is the source's `max_seq_length` (default 128).
+    appear at once (one directory rename), after both are loaded back and checked
+    against the Keras layers (`verify`). Options: `overwrite` (replace an existing
+    `output_dir`), `tokenizer_ops` (the preprocessor's, as a SavedModel's) and
+    `verify`; the packed length is the source's `max_seq_length` (default 128).
     """
 
     name = "hub_pair"
@@ -263,9 +288,9 @@ class HubPairExporter(Exporter):
     summary = "a TF Hub style preprocessor + encoder pair of SavedModels"
     kinds = (HUB_ENCODER_PAIR,)
     output = common.OUTPUT_DIR
-    options = (common.OVERWRITE, common.TOKENIZER_OPS)
+    options = (common.OVERWRITE, common.TOKENIZER_OPS, common.VERIFY)
 
-    def export(self, source, output_dir, *, overwrite, tokenizer_ops) -> HubPairExport:
+    def export(self, source, output_dir, *, overwrite, tokenizer_ops, verify) -> HubPairExport:
         model, tokenizer = source.model, source.tokenizer
         seq_length = source.max_seq_length or DEFAULT_SEQ_LENGTH
         ops_name = check_tokenizer_ops(tokenizer_ops or DEFAULT_EXPORT_TOKENIZER_OPS)
@@ -284,6 +309,8 @@ class HubPairExporter(Exporter):
             encoder_dir = os.path.join(temp_dir, ENCODER_DIR)
             tf.saved_model.save(encoder, encoder_dir, signatures=encoder_signatures)
             common.write_export_manifests(encoder_dir, hub_encoder_description(model))
+            if verify:
+                _verify(preprocessor_dir, encoder_dir, model, tokenizer, seq_length)
         path = os.path.abspath(os.fspath(output_dir))
         return HubPairExport(
             path, os.path.join(path, PREPROCESSOR_DIR), os.path.join(path, ENCODER_DIR)

@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_zoo.models.padding_free import padding_free_inference
 from keras_bert_zoo.serving import common, signatures, warmup
 from keras_bert_zoo.serving.exporter import Exporter, Option, OptionError
 from keras_bert_zoo.serving.layout import existing_versions
@@ -104,10 +105,6 @@ PRECISION = Option(
     "AVX512_BF16, float32 elsewhere.",
     choices=PRECISIONS,
 )
-
-
-class ExportVerificationError(RuntimeError):
-    """The reloaded SavedModel did not answer as the in-memory model did."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -269,7 +266,7 @@ def _verify(saved_model_dir: str, expected: Sequence[Mapping[str, np.ndarray] | 
             problems += common.output_problems(want, outputs, name)
     del loaded
     if problems:
-        raise ExportVerificationError(
+        raise common.ExportVerificationError(
             f"{saved_model_dir}: the reloaded SavedModel answers differently from the "
             "in-memory model:\n  " + "\n  ".join(problems)
         )
@@ -288,6 +285,26 @@ def _publish(version_dir, graph: _Graph, logs, expected, description, *, overwri
             logger.info("Loading the export back to check its answers against the model's")
             _verify(temp_dir, expected)
     return manifest
+
+
+def _servable(task):
+    if not isinstance(task, Servable):
+        raise TypeError(
+            f"export_saved_model serves a keras_bert_zoo.tasks.servable.Servable (a Task, "
+            f"EncoderServable or MaskedLMServable), got {type(task).__name__}"
+        )
+    return task
+
+
+def _served_model(model, precision: str, padding_free: str, graph_contexts):
+    """`(the model the graph runs, whether its encoder runs padding-free)`: `model` in
+    `precision`, padding-free inside `graph_contexts` where `padding_free` asks."""
+    # After the option checks: the bfloat16 copy of a large model takes a while.
+    padding_free = serves_padding_free(model, padding_free)
+    model = model_in_precision(model, precision)
+    if padding_free:
+        graph_contexts.enter_context(padding_free_inference(model))
+    return model, padding_free
 
 
 class SavedModelExporter(Exporter):
@@ -339,12 +356,7 @@ class SavedModelExporter(Exporter):
         warmup_inputs,
         verify,
     ) -> ExportedModel:
-        task, model, tokenizer = source.task, source.model, source.tokenizer
-        if not isinstance(task, Servable):
-            raise TypeError(
-                f"export_saved_model serves a keras_bert_zoo.tasks.servable.Servable (a Task, "
-                f"EncoderServable or MaskedLMServable), got {type(task).__name__}"
-            )
+        task, tokenizer = _servable(source.task), source.tokenizer
         ops_name = check_tokenizer_ops(tokenizer_ops or DEFAULT_EXPORT_TOKENIZER_OPS)
         precision = resolve_precision(precision)
         check_padding_free_choice(padding_free)
@@ -357,13 +369,9 @@ class SavedModelExporter(Exporter):
             text_tokenizer_ops(ops_name, tokenizer, preprocessor),
             contextlib.ExitStack() as graph_contexts,
         ):
-            # After the checks above: the bfloat16 copy of a large model takes a while.
-            padding_free = serves_padding_free(model, padding_free)
-            model = model_in_precision(model, precision)
-            if padding_free:
-                from keras_bert_zoo.models.padding_free import padding_free_inference
-
-                graph_contexts.enter_context(padding_free_inference(model))
+            model, padding_free = _served_model(
+                source.model, precision, padding_free, graph_contexts
+            )
             text_fields = tuple(task.text_fields)
             texts = common.check_warmup_inputs(
                 text_fields, warmup_inputs or common.default_warmup_inputs(text_fields)
