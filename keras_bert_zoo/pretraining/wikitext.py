@@ -22,17 +22,28 @@ inside a template, a link inside a file caption) is handled in one linear pass. 
 unclosed ``{{`` or ``[[`` is left as text rather than swallowing the rest of the
 article.
 
-Sentence splitting is rule based (``split_sentences``): a sentence ends at ``.``,
-``!`` or ``?`` (optionally followed by closing quotes or brackets) followed by
-whitespace and an upper-case letter, a digit or an opening quote/bracket, unless the
-word before the period is a known abbreviation (``Dr.``, ``e.g.``, ``St.``, month
-names, ...), a single letter (initials: ``J. R. R. Tolkien``) or a dotted acronym
-(``U.S.``); CJK text ends sentences at ``。！？`` without needing whitespace. Limits:
-an abbreviation missing from the list splits a sentence (``approx.``-like words not
-listed), a sentence ending in an acronym or an initial before a capitalised word is
-not split (``... in the U.S. The next ...``), and sentences that begin in lower case
-are never split off. For BERT's next-sentence task these errors only shift segment
-boundaries; they never lose text.
+Sentence splitting is rule based (``split_sentences``) and works for every script:
+
+* ``.``, ``!`` or ``?`` (optionally followed by closing quotes or brackets) end a
+  sentence when whitespace and then the start of a sentence follow: an upper-case or
+  title-case letter of any script (Latin, Cyrillic, Greek, Armenian, ...), a digit, or
+  a letter of a script without case (Arabic, Hebrew, Devanagari, CJK, ...), optionally
+  after an opening quote or bracket (``"``, ``«``, ``„``, ``¿``, ``(``, ...); unless the
+  word before the period is a known abbreviation (``Dr.``, ``e.g.``, ``St.``, month
+  names, a few common ones of other languages: ``напр.``, ``ул.``, ``bzw.``, ...), a
+  single letter (initials: ``J. R. R. Tolkien``, ``г.``) or a dotted acronym (``U.S.``,
+  ``т.е.``);
+* the sentence-final punctuation of scripts that have their own end a sentence
+  whatever follows, without needing whitespace: CJK ``。！？｡``, the danda ``।`` and
+  ``॥`` (Devanagari, Bengali, ...), Arabic ``؟`` and Urdu ``۔``, Ethiopic ``።`` and
+  ``፧``, Myanmar ``။``, Khmer ``។``, Armenian ``։``.
+
+Limits: an abbreviation missing from the list splits a sentence when a capital or a
+caseless letter follows (``approx.``-like words not listed), a sentence ending in an
+acronym or an initial before a capitalised word is not split (``... in the U.S. The
+next ...``), sentences that begin in lower case are never split off, and scripts that
+mark no sentence end at all (Thai, Lao) keep a paragraph as one sentence. For BERT's
+next-sentence task these errors only shift segment boundaries; they never lose text.
 """
 
 from __future__ import annotations
@@ -260,19 +271,43 @@ _ABBREVIATIONS = frozenset(
     inc ltd co corp bros dept univ assn est
     jan feb mar apr jun jul aug sep sept oct nov dec
     u.s u.k u.n
+    nr bzw vgl usw sra dra pág
+    вж напр др гр ул бул пл св проф акад доц инж стр бел ок им кв млн млрд хил см пр
     """.split()
 )
-# End punctuation, optional closers, whitespace, then what may start a sentence.
+# Quotes and brackets that may open a sentence, and close one (“ closes in German and
+# Bulgarian: „...“).
+_OPENERS = "\"'\u201c\u2018\u201e\u201a\u00ab\u2039\u00bf\u00a1([\u300c\u300e\uff08\u300a\u3008"
+_CLOSERS = "\"'\u201d\u2019\u201c\u00bb\u203a)]\u300d\u300f\uff09\u300b\u3009"
+# A sentence ends at `.`, `!` or `?` (then optional closers) followed by whitespace and
+# what may start a sentence (`_starts_sentence` decides on the letter or digit).
 _SENTENCE_END = re.compile(
-    r"""([.!?]+)(["'\u201d\u2019)\]]*)(\s+)(?=["'\u201c\u2018(\[]?[A-Z0-9\u00c0-\u024f])"""
+    rf"([.!?]+)([{re.escape(_CLOSERS)}]*)(\s+)(?=[{re.escape(_OPENERS)}]?(\w))"
 )
-_CJK_SENTENCE_END = re.compile(r"([\u3002\uff01\uff1f]+[\u300d\u300f\uff09]*)")
+# The sentence-final punctuation of scripts that have their own: a sentence ends after
+# it (and its closers) whatever follows.
+_SCRIPT_FULL_STOPS = (
+    "\u3002\uff01\uff1f\uff61"  # CJK 。！？ and the half-width ｡
+    "\u0964\u0965"  # danda । and double danda ॥ (Devanagari, Bengali, ...)
+    "\u061f\u06d4"  # Arabic question mark ؟, Urdu full stop ۔
+    "\u1362\u1367"  # Ethiopic full stop ። and question mark ፧
+    "\u104b\u17d4\u0589"  # Myanmar ။, Khmer ។, Armenian full stop ։
+)
+_SCRIPT_SENTENCE_END = re.compile(rf"([{_SCRIPT_FULL_STOPS}]+[{re.escape(_CLOSERS)}]*)")
 _WORD_BEFORE = re.compile(r"(\S+)\Z")
-_DOTTED_ACRONYM = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]\Z")
+_DOTTED_ACRONYM = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]\Z")
+
+
+def _starts_sentence(character: str) -> bool:
+    """An upper-case or title-case letter of any script, a digit, or a letter of a script
+    without case (neither upper nor lower case: Arabic, Devanagari, CJK, ...)."""
+    if character.isdigit() or character.isupper() or character.istitle():
+        return True
+    return character.isalpha() and not character.islower()
 
 
 def _is_abbreviation(word: str) -> bool:
-    word = word.lstrip("(\"'\u201c\u2018[")
+    word = word.lstrip(_OPENERS)
     if len(word) == 1 and word.isalpha():
         return True  # an initial
     if _DOTTED_ACRONYM.match(word):
@@ -288,11 +323,13 @@ def split_sentences(paragraph: str) -> list[str]:
     ```python
     split_sentences("Dr. Smith arrived at 5 p.m. on Monday. He left. J. R. R. Tolkien wrote.")
     # ["Dr. Smith arrived at 5 p.m. on Monday.", "He left.", "J. R. R. Tolkien wrote."]
+    split_sentences("Той поправя календара. В него има корекции.")
+    # ["Той поправя календара.", "В него има корекции."]
     ```
     """
     pieces = []
-    for part in _CJK_SENTENCE_END.split(paragraph):
-        if _CJK_SENTENCE_END.fullmatch(part) and pieces:
+    for part in _SCRIPT_SENTENCE_END.split(paragraph):
+        if _SCRIPT_SENTENCE_END.fullmatch(part) and pieces:
             pieces[-1] += part
         else:
             pieces.append(part)
@@ -300,6 +337,8 @@ def split_sentences(paragraph: str) -> list[str]:
     for piece in pieces:
         start = 0
         for match in _SENTENCE_END.finditer(piece):
+            if not _starts_sentence(match.group(4)):
+                continue
             if match.group(1) == ".":
                 before = _WORD_BEFORE.search(piece, 0, match.start(1))
                 if before is not None and _is_abbreviation(before.group(1)):

@@ -9,6 +9,7 @@ import pytest
 from pretraining_synthetic import VOCAB, synthetic_documents, write_corpus
 
 WIKI_NAME = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+BG_WIKI_NAME = "bgwiki-latest-pages-articles-shortened.xml.bz2"
 _PORT_NAME = "kbz_tests_original_create_pretraining_data"
 
 
@@ -59,6 +60,25 @@ def corpus_file(tmp_path_factory, corpus_documents):
 @pytest.fixture(scope="session")
 def wiki_path():
     path = os.path.join(package_dir("gensim"), "test", "test_data", WIKI_NAME)
+    if not os.path.exists(path):
+        pytest.fail(f"{path} missing (pip install -e '.[test]')")
+    return path
+
+
+@pytest.fixture(scope="session")
+def bg_wiki_path():
+    """gensim's real Bulgarian Wikipedia dump: UTF-16 (it starts with FF FE) in bzip2."""
+    path = os.path.join(package_dir("gensim"), "test", "test_data", BG_WIKI_NAME)
+    if not os.path.exists(path):
+        pytest.fail(f"{path} missing (pip install -e '.[test]')")
+    return path
+
+
+@pytest.fixture(scope="session")
+def crime_and_punishment_path():
+    """The opening of Dostoevsky's Crime and Punishment (Russian, then English), as gensim
+    ships it."""
+    path = os.path.join(package_dir("gensim"), "test", "test_data", "crime-and-punishment.txt")
     if not os.path.exists(path):
         pytest.fail(f"{path} missing (pip install -e '.[test]')")
     return path

@@ -172,3 +172,84 @@ def test_real_excerpt_streams_articles(wiki_path):
     assert files[0].format == corpus.MEDIAWIKI and files[0].compression == "bz2"
     assert stats.pages == 206 and stats.redirect_pages == 99 and stats.non_article_pages == 1
     assert len(documents) == 106 and documents[0].title == "Anarchism"
+
+
+# === UTF-16, and sentences of every format ===
+
+BULGARIAN_TEXT = "Григорианският календар е въведен.\nТой поправя Юлианския.\n\nВтори документ.\n"
+
+
+@pytest.mark.parametrize("compress", [None, gzip.compress])
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])  # with the mark: FF FE, FE FF
+def test_utf16_text_with_a_byte_order_mark_is_read(tmp_path, encoding, compress):
+    data = BULGARIAN_TEXT.encode(encoding)
+    if encoding == "utf-16-be":
+        data = b"\xfe\xff" + data
+    path = tmp_path / "bg.txt"
+    path.write_bytes(compress(data) if compress else data)
+    documents, stats, files = read_all(str(path))
+    assert (files[0].format, files[0].encoding) == (corpus.TEXT, "utf-16")
+    assert [d.lines for d in documents] == [
+        ["Григорианският календар е въведен.", "Той поправя Юлианския."],
+        ["Втори документ."],
+    ]
+    assert stats.invalid_utf8_lines == 0
+
+
+def test_utf16_dump_with_a_byte_order_mark_is_read(tmp_path):
+    path = tmp_path / "dump.xml.bz2"
+    path.write_bytes(bz2.compress(DUMP.encode("utf-16")))  # little-endian, FF FE first
+    documents, stats, files = read_all(str(path))
+    assert (files[0].format, files[0].encoding) == (corpus.MEDIAWIKI, "utf-16")
+    assert [d.title for d in documents] == ["Alpha", "Epsilon"]
+    assert stats.pages == 5 and stats.redirect_pages == 2
+
+
+def test_the_real_utf16_dump_is_read(bg_wiki_path):
+    """gensim's Bulgarian Wikipedia dump, UTF-16 as it ships (create_pretraining_data said
+    it "looks binary")."""
+    documents, stats, files = read_all(bg_wiki_path)
+    assert (files[0].format, files[0].compression, files[0].encoding) == (
+        corpus.MEDIAWIKI,
+        "bz2",
+        "utf-16",
+    )
+    assert [d.title for d in documents] == ["Григориански календар"]
+    assert stats.pages == 3 and stats.non_article_pages == 2
+
+
+@pytest.mark.parametrize(
+    "encoding, message",
+    [
+        ("utf-16-le", r"looks like UTF-16LE text without a byte-order mark.*iconv -f UTF-16LE"),
+        ("utf-16-be", r"looks like UTF-16BE text without a byte-order mark.*iconv -f UTF-16BE"),
+        ("utf-32", r"UTF-32 text is not supported.*iconv -f UTF-32"),
+    ],
+)
+def test_utf16_without_the_mark_and_utf32_are_refused_by_name(tmp_path, encoding, message):
+    path = tmp_path / "text.txt"
+    path.write_bytes(("A sentence, then (1, 2) more.\n" * 20 + BULGARIAN_TEXT).encode(encoding))
+    with pytest.raises(corpus.CorpusError, match=message) as error:
+        corpus.sniff_input_file(str(path))
+    assert "binary" not in str(error.value)
+
+
+def test_iter_sentences_reads_every_format(tmp_path):
+    (tmp_path / "a.xml.bz2").write_bytes(bz2.compress(DUMP.encode("utf-16")))
+    (tmp_path / "b.txt.gz").write_bytes(gzip.compress(BULGARIAN_TEXT.encode()))
+    (tmp_path / "c.txt").write_bytes(b"\xef\xbb\xbfBOM line.\n")  # a UTF-8 byte-order mark
+    stats = corpus.CorpusStats()
+    sentences = list(corpus.iter_sentences(f"{tmp_path}/a*,{tmp_path}/b*,{tmp_path}/c*", stats))
+    assert sentences == [
+        "Alpha is first.",
+        "It has two parts.",
+        "Epsilon is fifth.",
+        "It ends.",
+        "Григорианският календар е въведен.",
+        "Той поправя Юлианския.",
+        "Втори документ.",
+        "BOM line.",
+    ]
+    assert stats.files == 3 and stats.pages == 5
+    with pytest.raises(corpus.CorpusError, match=r"No file matches the input pattern .*nothing"):
+        list(corpus.iter_sentences(f"{tmp_path}/a*,{tmp_path}/nothing*"))

@@ -128,3 +128,114 @@ def test_sentences_of_the_real_wikipedia_excerpt(wiki_path):
     # Sentences are split: almost all end with terminal punctuation or are list items.
     ended = sum(s[-1] in ".!?\"')" for s in flat) / len(flat)
     assert ended > 0.8
+
+
+# === Every script ===
+
+# Real sentences, two in a row, quoted with their source. The Universal Declaration of
+# Human Rights: Hindi and Chinese (Simplified) article 1 as "UDHR in Unicode" has them
+# (unicode-org/icu, icu4j/perf-tests/data/udhr/udhr_hin.txt, udhr_cmn_hans.txt); the Greek
+# preamble's third and fourth recitals ("UDHR in Unicode", grk.txt); the Arabic preamble's
+# first two recitals (the UN's Arabic text); the Amharic article 1 (the Ethiopian Human
+# Rights Commission, ehrc.org).
+EVERY_SCRIPT_CASES = {
+    "Hindi: the danda, a space before it": [
+        "सभी मनुष्यों को गौरव और अधिकारों के मामले में जन्मजात स्वतन्त्रता और समानता प्राप्त है ।",
+        "उन्हें बुद्धि और अन्तरात्मा की देन प्राप्त है और परस्पर उन्हें भाईचारे के भाव से बर्ताव करना चाहिए ।",
+    ],
+    "Chinese: 。 and no space": [
+        "人人生而自由,在尊严和权利上一律平等。",
+        "他们赋有理性和良心,并应以兄弟关系的精神相对待。",
+    ],
+    "Greek: a period and a Greek capital": [
+        "Επειδή έχει ουσιαστική σημασία να προστατεύονται τα ανθρώπινα δικαιώματα από ένα "
+        "καθεστώς δικαίου, ώστε ο άνθρωπος να μην αναγκάζεται να προσφεύγει, ως έσχατο "
+        "καταφύγιο, στην εξέγερση κατά της τυραννίας και της καταπίεσης.",
+        "Επειδή έχει ουσιαστική σημασία να ενθαρρύνεται η ανάπτυξη φιλικών σχέσεων ανάμεσα στα "
+        "έθνη.",
+    ],
+    "Arabic: a period and a letter of a script without case": [
+        "لما كان الاعتراف بالكرامة المتأصلة في جميع أعضاء الأسرة البشرية وبحقوقهم المتساوية "
+        "الثابتة هو أساس الحرية والعدل والسلام في العالم.",
+        "ولما كان تناسي حقوق الإنسان وازدراؤها قد أفضيا إلى أعمال همجية آذت الضمير الإنساني.",
+    ],
+    "Amharic: the Ethiopic full stop ።": [
+        "ሰዎች ሁሉ እኩል ክብርና መብቶች ይዘው ነጻ ሆነው ተፈጥረዋል።",
+        "የማመዛዘን ችሎታን እና ኅሊናን በተፈጥሮ ስለታደሉ እርስ በርሳቸው በወንድማማችነት መንፈስ ሊተያዩ ይገባል።",
+    ],
+}
+
+
+@pytest.mark.parametrize("case", sorted(EVERY_SCRIPT_CASES))
+def test_sentences_end_in_every_script(case):
+    sentences = EVERY_SCRIPT_CASES[case]
+    assert split_sentences(" ".join(sentences)) == sentences
+
+
+# Made-up examples of the rules (the real text is above and below).
+@pytest.mark.parametrize(
+    "paragraph, expected",
+    [
+        # A script's full stop ends a sentence whatever follows.
+        ("Ты где؟ Я здесь۔ Да", ["Ты где؟", "Я здесь۔", "Да"]),
+        ("Բարեւ։Ինչպես ես", ["Բարեւ։", "Ինչպես ես"]),
+        # Abbreviations and initials of other scripts do not end a sentence.
+        (
+            "Въведен е на 14 март 1916 г. Той е в сила, т.е. Народното събрание реши.",
+            ["Въведен е на 14 март 1916 г. Той е в сила, т.е. Народното събрание реши."],
+        ),
+        ("Живее на ул. Раковски. Тя също.", ["Живее на ул. Раковски.", "Тя също."]),
+        # Quotes of other languages open and close sentences: „...“, «...», ¿...?
+        ("Er sagte: „Ja.“ Dann ging er.", ["Er sagte: „Ja.“", "Dann ging er."]),
+        ("Он сказал: «Да.» «Нет», ответила она.", ["Он сказал: «Да.»", "«Нет», ответила она."]),
+        ("Llegó tarde. ¿Qué pasó? ¡Nada!", ["Llegó tarde.", "¿Qué pasó?", "¡Nada!"]),
+        # A lower-case letter of any script, accented or not, never starts a sentence.
+        ("Voir p. ex. à la page. été", ["Voir p. ex. à la page. été"]),
+    ],
+)
+def test_sentence_rules_of_other_languages(paragraph, expected):
+    assert split_sentences(paragraph) == expected
+
+
+def _unsplit(sentence):
+    """A period, `!` or `?` inside a sentence, before a capital or a digit."""
+    return re.search(r"[.!?][\"»“”)]* +[«„\"(]?[^\W_a-zа-яё]", sentence)
+
+
+def test_sentences_of_the_real_bulgarian_dump(bg_wiki_path):
+    """gensim's Bulgarian Wikipedia dump (UTF-16 with its byte-order mark, in bzip2) read
+    as create_pretraining_data reads it: its one article's 58 prose paragraphs are 83
+    sentences (the README says so), split at Cyrillic capitals; a split before Latin
+    capitals and digits only makes 60 of them."""
+    from keras_bert_zoo.pretraining import corpus
+
+    input_file = corpus.sniff_input_file(bg_wiki_path)
+    assert (input_file.format, input_file.encoding) == (corpus.MEDIAWIKI, "utf-16")
+    (article,) = corpus.iter_documents([input_file], corpus.CorpusStats())
+    assert article.title == "Григориански календар"
+    paragraphs = clean_wikitext(article.wikitext)
+    sentences = list(corpus.iter_sentences(bg_wiki_path))
+    assert (len(paragraphs), len(sentences)) == (58, 83)
+    assert sentences[2] == (
+        "Той поправя древноримския Юлиански календар, като в него са нанесени някои корекции, "
+        "за да се отчете по-точно дължината на тропическата година."
+    )
+    # What is left unsplit is an abbreviation before a capital ("г.", "т.е."), never a
+    # sentence end before a Cyrillic capital.
+    left = [s for s in sentences if _unsplit(s)]
+    assert all(re.search(r"\b(?:г|т\.е|т\. н)\. ", s) for s in left), left
+
+
+def test_sentences_of_real_russian_prose(crime_and_punishment_path):
+    """The opening of Crime and Punishment as gensim ships it (in Russian, then in
+    English): its 3 Russian paragraphs are 12 sentences."""
+    with open(crime_and_punishment_path, encoding="utf-8") as f:
+        paragraphs = [line.strip() for line in f if re.search("[а-я]", line)]
+    sentences = [s for paragraph in paragraphs for s in split_sentences(paragraph)]
+    assert (len(paragraphs), len(sentences)) == (3, 12)
+    assert sentences[1:3] == [
+        "Он благополучно избегнул встречи с своею хозяйкой на лестнице.",
+        "Каморка его приходилась под самою кровлей высокого пятиэтажного дома и походила "
+        "более на шкаф, чем на квартиру.",
+    ]
+    assert not [s for s in sentences if _unsplit(s)]
