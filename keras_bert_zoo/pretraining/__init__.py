@@ -6,18 +6,21 @@
 * ``beam_pipeline.create_pretraining_data_on_beam``: the same records from an Apache
   Beam pipeline (DirectRunner, Dataflow, Flink, Spark; the ``beam`` extra, imported
   only from that module: ``--engine=beam``).
+* ``learn_vocabulary`` (``vocabulary``): a WordPiece vocabulary learned from the same
+  files, read by the same readers (``tools/build_vocab.py`` is its command line).
 * ``dynamic_pretraining_dataset`` / ``remasked_pretraining_dataset`` (``dynamic``):
   the same batches built on the fly in ``tf.data`` with new masks every epoch.
 * Training on them is a job of ``keras_bert_zoo.runners`` (``runners.pretraining``:
   ``run_pretraining``, ``tools/run_pretraining.py``); the names ``run_pretraining``,
   ``PretrainingConfig`` and ``PretrainingResult`` here are deprecated aliases of it.
-* Building blocks: ``corpus`` (streaming readers, format detection), ``wikitext``
-  (markup stripping, sentence splitting), ``instances`` (NSP pairs, packing, masking,
+* Building blocks: ``corpus`` (streaming readers, format and encoding detection, the
+  sentences of any input: ``iter_sentences``), ``wikitext`` (markup stripping, sentence
+  splitting in every script), ``instances`` (NSP pairs, packing, masking,
   padding as TF ops), ``writer`` (record encoding, atomic sharded writing).
 """
 
 from keras_bert_zoo.data.pretraining_records import verify_pretraining_records
-from keras_bert_zoo.pretraining.corpus import CorpusError
+from keras_bert_zoo.pretraining.corpus import CorpusError, iter_sentences
 from keras_bert_zoo.pretraining.creator import (
     CreationConfig,
     CreationSummary,
@@ -32,6 +35,7 @@ from keras_bert_zoo.pretraining.instances import (
     create_pretraining_instances,
     create_segment_pairs,
 )
+from keras_bert_zoo.pretraining.vocabulary import LearnedVocabulary, learn_vocabulary
 from keras_bert_zoo.pretraining.wikitext import (
     clean_wikitext,
     split_sentences,
@@ -44,6 +48,7 @@ __all__ = [
     "CorpusError",
     "CreationConfig",
     "CreationSummary",
+    "LearnedVocabulary",
     "ShardedRecordWriter",
     "clean_wikitext",
     "create_pretraining_data",
@@ -52,6 +57,8 @@ __all__ = [
     "dynamic_pretraining_dataset",
     "encode_pretraining_examples",
     "export_sentences",
+    "iter_sentences",
+    "learn_vocabulary",
     "remasked_pretraining_dataset",
     "split_sentences",
     "verify_pretraining_records",

@@ -105,3 +105,41 @@ def test_build_vocab_tool(tmp_path):
     assert vocab == build_vocab(CORPUS, vocab_size=150, lowercase=False)
     missing = run_tool(f"--input_files={tmp_path}/nothing*.txt", f"--output_vocab={out}")
     assert missing.returncode != 0 and "No file matches" in missing.stderr
+
+
+def test_build_vocab_reads_dumps_and_compressed_text_as_the_creator_does(tmp_path):
+    """`--input_files=dump.xml.bz2` learns from the dump's article sentences (it read the
+    compressed bytes, and wrote 2004 tokens of single-character garbage): gensim's real
+    Bulgarian Wikipedia dump (UTF-16 in bzip2) and gzip-compressed text, read by the
+    corpus readers of create_pretraining_data."""
+    import gzip
+    import shutil
+
+    import gensim
+
+    from keras_bert_zoo.pretraining import corpus
+    from keras_bert_zoo.pretraining.vocabulary import learn_vocabulary
+
+    dump = os.path.join(
+        os.path.dirname(gensim.__file__),
+        "test",
+        "test_data",
+        "bgwiki-latest-pages-articles-shortened.xml.bz2",
+    )
+    shutil.copy(dump, tmp_path / "bgwiki.xml.bz2")
+    with gzip.open(tmp_path / "more.txt.gz", "wt", encoding="utf-8") as f:
+        f.write("\n".join(CORPUS) + "\n")
+    inputs = f"{tmp_path}/bgwiki.xml.bz2,{tmp_path}/more.txt.gz"
+    out = tmp_path / "vocab.txt"
+    result = run_tool(f"--input_files={inputs}", f"--output_vocab={out}", "--vocab_size=400")
+    assert result.returncode == 0, result.stderr
+    vocab = load_vocab(str(out))
+    sentences = list(corpus.iter_sentences(inputs))
+    assert vocab == build_vocab(sentences, vocab_size=400, lowercase=True)
+    assert {"календар", "година", "cat"} <= set(vocab)
+    assert f"learned from {len(sentences)} sentences (2 file(s), 1 MediaWiki" in result.stdout
+    # A truncated file is the reader's one-line error, as create_pretraining_data says it.
+    data = (tmp_path / "bgwiki.xml.bz2").read_bytes()
+    (tmp_path / "cut.xml.bz2").write_bytes(data[: len(data) // 2])
+    with pytest.raises(corpus.CorpusError, match=r"cut\.xml\.bz2: the bz2 stream ends early"):
+        learn_vocabulary(f"{tmp_path}/cut.xml.bz2", vocab_size=400, lowercase=True)
