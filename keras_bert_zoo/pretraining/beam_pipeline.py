@@ -85,26 +85,30 @@ class _DropBeamRecords(python_logging.Filter):
 
 
 @contextlib.contextmanager
-def _quiet_beam_import():
-    """Beam's import logs two notices about its Google Cloud connectors (apitools
-    missing, no BigQuery storage client), which this pipeline does not use: dropped
-    unless --verbosity=1 asks for Beam's logs."""
+def _quiet_beam_logs(level: int):
+    """Beam's log records below `level` are dropped in the block, and all those its
+    modules log on the root logger, unless --verbosity=1 asks for Beam's logs.
+
+    What they say concerns Beam, not the records: its import's two notices about its
+    Google Cloud connectors (apitools missing, no BigQuery storage client), the pickler
+    a runner picks, a failing step's traceback before the pipeline's own error.
+    """
     if _beam_logs_wanted():
         yield
         return
     root, beam_logger = python_logging.getLogger(), python_logging.getLogger("apache_beam")
-    drop, level = _DropBeamRecords(), beam_logger.level
-    root.addFilter(drop)  # the apitools notice is logged on the root logger
-    beam_logger.setLevel(python_logging.ERROR)
+    drop, saved_level = _DropBeamRecords(), beam_logger.level
+    root.addFilter(drop)
+    beam_logger.setLevel(level)
     try:
         yield
     finally:
         root.removeFilter(drop)
-        beam_logger.setLevel(level)
+        beam_logger.setLevel(saved_level)
 
 
 try:
-    with _quiet_beam_import():
+    with _quiet_beam_logs(python_logging.ERROR):
         import apache_beam as beam
         from apache_beam.io.filesystem import CompressionTypes
         from apache_beam.io.filesystems import FileSystems
@@ -565,21 +569,15 @@ def _quiet_run(options: PipelineOptions, runner_name: str):
         return
     mode = options.view_as(DirectOptions).direct_running_mode
     capture = runner_name in _DIRECT_RUNNERS and mode == "multi_processing"
-    beam_logger = python_logging.getLogger("apache_beam")
-    level = beam_logger.level
-    beam_logger.setLevel(python_logging.CRITICAL)
-    try:
-        with tempfile.TemporaryFile() as workers_log:
-            try:
-                with _stderr_to(workers_log) if capture else contextlib.nullcontext():
-                    yield
-            except Exception as error:
-                if capture and _input_error(error) is None:
-                    workers_log.seek(0)
-                    sys.stderr.write(workers_log.read().decode("utf-8", "replace"))
-                raise
-    finally:
-        beam_logger.setLevel(level)
+    with _quiet_beam_logs(python_logging.CRITICAL), tempfile.TemporaryFile() as workers_log:
+        try:
+            with _stderr_to(workers_log) if capture else contextlib.nullcontext():
+                yield
+        except Exception as error:
+            if capture and _input_error(error) is None:
+                workers_log.seek(0)
+                sys.stderr.write(workers_log.read().decode("utf-8", "replace"))
+            raise
 
 
 @contextlib.contextmanager
@@ -727,21 +725,39 @@ def create_pretraining_data_on_beam(
     Raises:
         corpus.CorpusError: unreadable input (the message names the file).
         FileExistsError: an output or the statistics file exists.
-        ValueError: bad settings or pipeline options, an unusable vocabulary, or a
-            corpus without a single usable document.
+        ValueError: bad settings, pipeline options or runner, an unusable vocabulary,
+            or a corpus without a single usable document.
     """
+    with _quiet_beam_logs(python_logging.ERROR):
+        return _create_on_beam(input_file, output_file, config, pipeline_args, progress_interval)
+
+
+def _pipeline(runner, runner_name: str, options: PipelineOptions) -> beam.Pipeline:
+    """The pipeline object; the options a runner requires are checked here (Dataflow's
+    project, region, temp_location), before anything is read or written."""
+    try:
+        return beam.Pipeline(runner=runner, options=options)
+    except ValueError as error:
+        problems = "; ".join(
+            line.strip().rstrip(".") for line in str(error).splitlines()[1:] if line.strip()
+        )
+        raise UserError(f"--runner={runner_name}: {problems or error}") from error
+
+
+def _create_on_beam(input_file, output_file, config, pipeline_args, progress_interval):
+    """`create_pretraining_data_on_beam`'s work, its logs quieted."""
     start = time.monotonic()
     options = pipeline_options(pipeline_args)
     runner_name, runner = _resolve_runner(options)
     plan = creator.plan_creation(input_file, output_file, config)
     _refuse_existing(plan)
     vocabulary = _read_vocabulary(config.vocab_file)
+    pipeline = _pipeline(runner, runner_name, options)
     creator.log_inputs(plan)
     engine, one_thread = _describe_runner(options, runner_name)
     run_id = uuid.uuid4().hex
     work_dir = _temporary_name(plan.output_files[0] + ".chunks", run_id)
     temporary_paths = [_temporary_name(path, run_id) for path in plan.output_files]
-    pipeline = beam.Pipeline(runner=runner, options=options)
     _build(pipeline, plan, config, vocabulary, work_dir, temporary_paths, one_thread)
     logging.info("Running the pipeline %s", engine)
     try:

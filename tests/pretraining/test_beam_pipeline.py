@@ -11,7 +11,9 @@ import bz2
 import gzip
 import importlib.util
 import json
+import logging
 import os
+import subprocess
 import sys
 
 import child_process
@@ -220,6 +222,15 @@ def _vocabulary_without_mask(root):
         ("output exists", FileExistsError, r"train\.tfrecord-00001-of-00003 already exists"),
         ("statistics exist", FileExistsError, r"train\.stats\.json already exists"),
         ("unknown pipeline option", ValueError, r"Unknown Beam pipeline option.*--tmp_location"),
+        # argparse printed Beam's 150-line usage and exited with status 2.
+        (
+            "bad pipeline option value",
+            ValueError,
+            r"Beam pipeline option --direct_running_mode: invalid choice: 'fast' \(choose from",
+        ),
+        ("unknown runner", ValueError, r"--runner=Drect: not a Beam runner \(Beam's runners: "),
+        # It said "does not exist".
+        ("vocabulary is a directory", ValueError, r"vocab_dir' is a directory, not a vocab"),
     ],
 )
 def test_bad_input_fails_before_the_pipeline_and_writes_nothing(
@@ -242,6 +253,13 @@ def test_bad_input_fails_before_the_pipeline_and_writes_nothing(
         (out / "train.stats.json").write_text("{}", encoding="utf-8")
     elif case == "unknown pipeline option":
         args = [*args, "--tmp_location=/tmp"]
+    elif case == "bad pipeline option value":
+        args = [*args, "--direct_running_mode=fast"]
+    elif case == "unknown runner":
+        args = ["--runner=Drect"]
+    elif case == "vocabulary is a directory":
+        (tmp_path / "vocab_dir").mkdir()
+        settings = config(vocab_file=str(tmp_path / "vocab_dir"))
     before = sorted(os.listdir(out))
     with pytest.raises(error, match=message):
         beam_pipeline.create_pretraining_data_on_beam(
@@ -380,3 +398,179 @@ def test_tool_bad_input_is_one_line_and_a_failure_status(
     assert ("already exists" if mistake == "output exists" else "looks binary") in stderr[0]
     assert sorted(os.listdir(tmp_path)) == before
     assert file_bytes(tmp_path / "train.tfrecord") == b"earlier run"
+
+
+# === One line for every bad input, and nothing else ===
+
+
+@pytest.fixture
+def log_records():
+    """Every log record of level INFO or more while the test runs (absl's handler prints
+    them on the tool's stderr)."""
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record)
+
+    root, handler = logging.getLogger(), Keep(logging.INFO)
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    yield records
+    root.removeHandler(handler)
+    root.setLevel(level)
+
+
+def _truncated_bz2(root):
+    """A text file whose bzip2 stream is cut in its middle: what only reading finds (the
+    first 64 KiB, which the checks before the pipeline read, are whole)."""
+    text = "The cat sat on the mat. It was happy.\nAnother line.\n\nA second document.\n"
+    data = bz2.compress(text.encode() * 30000)
+    path = root / "cut.txt.bz2"
+    path.write_bytes(data[: len(data) // 2])
+    return str(path)
+
+
+def test_a_file_cut_mid_block_is_one_line_and_beam_logs_nothing(
+    tool, tmp_path, capsys, log_records
+):
+    """It printed 397 lines with 14 tracebacks (multi_processing; in this process: Beam's
+    logged traceback, then the error with "[while running 'Read chunks/...']")."""
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exit_info:
+        run_tool(
+            tool,
+            "--engine=beam",
+            f"--input_file={_truncated_bz2(tmp_path)}",
+            f"--output_file={out}/train.tfrecord@2",
+            f"--vocab_file={real_vocab()}",
+            "--runner=DirectRunner",
+        )
+    assert exit_info.value.code == 1
+    stderr = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(stderr) == 1, stderr
+    assert stderr[0].startswith(
+        f"create_pretraining_data: error: {tmp_path}/cut.txt.bz2: the bz2 stream ends early "
+        "after line "
+    )
+    assert stderr[0].endswith(
+        "(truncated file?): Compressed file ended before the end-of-stream marker was reached"
+    ), stderr
+    beam_lines = [r.getMessage() for r in log_records if "apache_beam" in r.pathname]
+    assert beam_lines == []
+    assert not out.exists() or os.listdir(out) == []
+
+
+def test_runner_direct_runs_in_this_process_and_leaves_nothing(
+    tool, tmp_path, monkeypatch, capsys, prism_calls
+):
+    """`--runner=direct` (a spelling Beam accepts) started Prism, which downloads its
+    binary and leaves `beam-temp` behind."""
+    monkeypatch.chdir(tmp_path)
+    write_corpus(tmp_path / "corpus.txt", synthetic_documents(6, seed=2))
+    run_tool(
+        tool,
+        "--engine=beam",
+        "--input_file=corpus.txt",
+        "--output_file=out/train.tfrecord",
+        f"--vocab_file={_synthetic_vocab(tmp_path)}",
+        "--max_seq_length=32",
+        "--max_predictions_per_seq=4",
+        "--dupe_factor=1",
+        "--runner=direct",
+    )
+    assert "on Beam's DirectRunner (in_memory, 1 worker(s))" in capsys.readouterr().out
+    assert not prism_calls
+    assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "out", "vocab.txt"]
+    assert sorted(os.listdir(tmp_path / "out")) == ["train.stats.json", "train.tfrecord"]
+
+
+def _synthetic_vocab(root):
+    from pretraining_synthetic import VOCAB
+
+    path = root / "vocab.txt"
+    path.write_text("".join(token + "\n" for token in VOCAB), encoding="utf-8")
+    return str(path)
+
+
+def test_an_existing_output_is_one_line_in_a_new_process(tmp_path, inputs):
+    """The tool as a user runs it: Beam's import logged two lines first (apitools,
+    BigQuery) and the checks an `Input ...` line per file before the refusal."""
+    (tmp_path / "train.tfrecord").write_bytes(b"earlier run")
+    tool = os.path.join(child_process.REPO_ROOT, "tools", "create_pretraining_data.py")
+    completed = subprocess.run(
+        [
+            sys.executable,
+            tool,
+            "--engine=beam",
+            f"--input_file={inputs}",
+            f"--output_file={tmp_path}/train.tfrecord",
+            f"--vocab_file={real_vocab()}",
+            "--runner=DirectRunner",
+        ],
+        capture_output=True,
+        text=True,
+        env=child_process.environment({"TF_CPP_MIN_LOG_LEVEL": "3"}),
+        timeout=300,
+    )
+    assert completed.returncode == 1
+    assert completed.stderr.splitlines() == [
+        f"create_pretraining_data: error: {tmp_path}/train.tfrecord already exists: the Beam "
+        "engine does not overwrite records (remove them or choose another --output_file)"
+    ], completed.stderr
+    assert os.listdir(tmp_path) == ["train.tfrecord"]
+
+
+_WORKER_NOISE = "WARNING:root:apitools not found (a worker process starting)"
+
+
+def _worker_writes_to_stderr():
+    subprocess.run(
+        [sys.executable, "-c", f"import sys; sys.stderr.write({_WORKER_NOISE!r} + '\\n')"],
+        check=True,
+    )
+
+
+@pytest.mark.parametrize(
+    "failure, shown",
+    [
+        (None, False),  # a run that succeeds: the workers' start-up lines are not shown
+        (corpus.CorpusError("x.bz2: the bz2 stream ends early"), False),  # the one line says it
+        (RuntimeError("a bug in a worker"), True),  # a bug: everything may matter
+    ],
+)
+def test_the_direct_runners_worker_processes_write_to_a_file(capfd, failure, shown):
+    """With `multi_processing`, Beam's worker processes write their start-up notices and a
+    failing step's tracebacks to the tool's stderr: here they go to a temporary file,
+    shown when the pipeline fails for another reason than its input."""
+    options = beam_pipeline.pipeline_options(direct_runner("multi_processing", 2))
+    try:
+        with beam_pipeline._quiet_run(options, "DirectRunner"):
+            _worker_writes_to_stderr()
+            if failure is not None:
+                raise failure
+    except Exception as error:
+        assert error is failure
+    assert (_WORKER_NOISE in capfd.readouterr().err) == shown
+
+
+def test_the_input_error_of_a_failed_pipeline_is_one_line():
+    """What Beam's multi-processing DirectRunner raises when a worker read a cut `.bz2`
+    (shortened): a RuntimeError holding the worker's traceback."""
+    raised = RuntimeError(
+        "Traceback (most recent call last):\n"
+        '  File "apache_beam/runners/common.py", line 1512, in process\n'
+        "EOFError: Compressed file ended before the end-of-stream marker was reached\n\n"
+        "During handling of the above exception, another exception occurred:\n\n"
+        "keras_bert_zoo.pretraining.corpus.CorpusError: big.txt.bz2: the bz2 stream ends "
+        "early after line 42055 (truncated file?): Compressed file ended before the "
+        "end-of-stream marker was reached [while running 'Read chunks/ParDo(_ReadChunks)']\n"
+    )
+    error = beam_pipeline._input_error(raised)
+    assert isinstance(error, corpus.CorpusError)
+    assert str(error) == (
+        "big.txt.bz2: the bz2 stream ends early after line 42055 (truncated file?): "
+        "Compressed file ended before the end-of-stream marker was reached"
+    )
+    assert beam_pipeline._input_error(RuntimeError("a bug")) is None
