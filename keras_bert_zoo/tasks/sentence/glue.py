@@ -48,9 +48,10 @@ from absl import logging
 
 from keras_bert_zoo.tasks._shared import prepared_tfds_builder
 from keras_bert_zoo.tasks.registry import register_task
+from keras_bert_zoo.tasks.sentence.examples import SentenceExample
 from keras_bert_zoo.tasks.sentence.readers import InputFileError, read_delimited
 from keras_bert_zoo.tasks.sentence.scores import parse_score
-from keras_bert_zoo.tasks.sentence.task import SentenceExample, SentenceTask
+from keras_bert_zoo.tasks.sentence.task import SentenceTask
 from keras_bert_zoo.tasks.task import TaskOption
 from keras_bert_zoo.utils.errors import UserError
 

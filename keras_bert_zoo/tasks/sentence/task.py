@@ -16,13 +16,16 @@ probabilities (`window_aggregation`; a regression's scores are averaged), in
 Multi-label (`is_multi_label`, `text_classification`'s `multi_label`): a sigmoid per
 label, binary cross-entropy, a label predicted when its probability reaches its
 threshold (`label_thresholds`); see `multi_label` for the metrics.
+
+The task holds the settings and the contract; each step's work lives beside it:
+`examples` (`SentenceExample`), `options` (the long-document options), `features`
+(examples -> packed features), `answers` (`SentenceAnswer`, logits -> answers),
+`evaluation` (the official metrics), `prediction_files` (the JSON lines and the
+submission file) and `serving` (the exported answers in TF ops).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import os
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -35,131 +38,40 @@ from keras_bert_zoo.tasks.distillation import (
     SOFT_SCORE,
     SoftTargetKind,
 )
-from keras_bert_zoo.tasks.sentence import metrics as metric_functions
 from keras_bert_zoo.tasks.sentence import multi_label
-from keras_bert_zoo.tasks.sentence.windows import (
-    ROW_INDEX,
-    WINDOW_AGGREGATIONS,
-    SentenceWindowPreprocessor,
-    aggregate_windows,
-    aggregate_windows_tf,
+from keras_bert_zoo.tasks.sentence.answers import SentenceAnswer, answers_from_logits
+from keras_bert_zoo.tasks.sentence.evaluation import confusion_matrix, evaluate_answers
+from keras_bert_zoo.tasks.sentence.examples import SentenceExample
+from keras_bert_zoo.tasks.sentence.features import (
+    check_labelled,
+    label_tensor,
+    sentence_features,
+    traced_packing,
 )
-from keras_bert_zoo.tasks.servable import (
-    CLASSIFY_API,
-    PROBABILITIES_ANSWER,
-    REGRESS_API,
-    SCORE_ANSWER,
-    ServingApi,
-)
-from keras_bert_zoo.tasks.task import Task, TaskOption
-from keras_bert_zoo.utils.atomic import atomic_open
+from keras_bert_zoo.tasks.sentence.options import WINDOW_OPTIONS
+from keras_bert_zoo.tasks.sentence.prediction_files import write_prediction_files
+from keras_bert_zoo.tasks.sentence.serving import answer_fn
+from keras_bert_zoo.tasks.sentence.windows import SentenceWindowPreprocessor
+from keras_bert_zoo.tasks.servable import CLASSIFY_API, REGRESS_API, ServingApi
+from keras_bert_zoo.tasks.task import Task
+from keras_bert_zoo.utils.deprecation import moved_names
 from keras_bert_zoo.utils.errors import UserError
 
-# Texts are tokenized this many at a time inside `features()`: one preprocessor call
-# per example costs a graph dispatch each.
-PREPROCESS_BATCH_SIZE = 256
-
-# The options every sentence task takes for documents longer than `max_seq_length`.
-WINDOW_OPTIONS = (
-    TaskOption(
-        "long_documents",
-        "truncate",
-        "Sentence tasks: texts longer than max_seq_length are truncated, or cut into "
-        "overlapping windows of the (last) text whose answers are aggregated per text.",
-        choices=("truncate", "windows"),
-    ),
-    TaskOption(
-        "window_stride",
-        64,
-        "WordPieces between the starts of consecutive windows (capped at the window "
-        "length: no overlap).",
-    ),
-    TaskOption(
-        "window_aggregation",
-        "mean",
-        "Sentence tasks with --long_documents=windows: one answer per text from the mean "
-        "or the per-label maximum of its windows' probabilities (regression: mean).",
-        choices=WINDOW_AGGREGATIONS,
-    ),
+# Names that moved to the modules of their concept (README, API changes); the old
+# names warn for one release.
+_ANSWERS, _FEATURES = (
+    "keras_bert_zoo.tasks.sentence.answers",
+    "keras_bert_zoo.tasks.sentence.features",
 )
-
-_METRICS = {
-    "accuracy": metric_functions.accuracy,
-    "f1": metric_functions.f1_score,
-    "matthews_corrcoef": metric_functions.matthews_corrcoef,
-    "pearson": metric_functions.pearson,
-    "spearman": metric_functions.spearman,
-}
-
-# What a prediction record says besides the texts (`write_predictions`).
-_PREDICTION_RECORD_KEYS = frozenset(
-    (
-        "index",
-        "example_id",
-        "label",
-        "labels",
-        "probabilities",
-        "score",
-        "gold_label",
-        "gold_labels",
-    )
+__getattr__ = moved_names(
+    __name__,
+    [],
+    renamed={
+        "softmax": (_ANSWERS, "softmax"),
+        "sigmoid": (_ANSWERS, "sigmoid"),
+        "PREPROCESS_BATCH_SIZE": (_FEATURES, "PREPROCESS_BATCH_SIZE"),
+    },
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class SentenceExample:
-    """One example of a sentence or sentence-pair task.
-
-    Attributes:
-        example_id: unique within its split (`"dev-17"`).
-        texts: the texts, in the task's `text_fields` order.
-        label: the gold label name, the gold score (regression), the tuple of gold
-            label names (multi-label, in `label_names` order), or None (test sets).
-        index: the id the submission file uses (the file's `index`/`id` column, or the
-            row number when the file has none).
-        source: where it came from (`"path:line"`), for error messages.
-    """
-
-    example_id: str
-    texts: tuple[str, ...]
-    label: str | float | tuple[str, ...] | None = None
-    index: str = ""
-    source: str = ""
-
-
-@dataclasses.dataclass(frozen=True)
-class SentenceAnswer:
-    """The model's answer for one example.
-
-    Attributes:
-        label: the predicted label name (classification), else None.
-        probabilities: probability of every label, by label name (softmax; sigmoid
-            for multi-label; aggregated over the windows of a windowed document).
-        score: the predicted score (regression), else None.
-        labels: the predicted label set (multi-label), in `label_names` order.
-    """
-
-    label: str | None = None
-    probabilities: dict[str, float] | None = None
-    score: float | None = None
-    labels: tuple[str, ...] | None = None
-
-    @property
-    def prediction(self) -> str | float | tuple[str, ...]:
-        """What the submission file holds: the label name, the score or the labels."""
-        if self.labels is not None:
-            return self.labels
-        return self.score if self.label is None else self.label
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    exponentials = np.exp(shifted)
-    return exponentials / exponentials.sum(axis=-1, keepdims=True)
-
-
-def sigmoid(logits: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(logits, np.float64)))
 
 
 class SentenceTask(Task):
@@ -324,67 +236,21 @@ class SentenceTask(Task):
         `example_index` (the example's position in `examples`); windowed, one dict per
         window, with `window_start` and `window_length` (pieces)."""
         examples = list(examples)
-        count = len(examples)
-        columns = {
-            f"text_{position}": tf.constant(
-                [example.texts[position] for example in examples], tf.string, shape=[count]
+        labels = None
+        if check_labelled(examples, training=training, task_name=self.task_name):
+            labels = label_tensor(
+                [self.encode_label(example) for example in examples],
+                regression=self.is_regression,
+                num_labels=len(self.label_names) if self.is_multi_label else None,
             )
-            for position in range(len(self.text_fields))
-        }
-        columns["example_index"] = tf.range(count, dtype=tf.int64)
-        unlabelled = [example for example in examples if example.label is None]
-        if not unlabelled:
-            labels = [self.encode_label(example) for example in examples]
-            if self.is_multi_label:
-                columns["label"] = tf.constant(
-                    np.asarray(labels, np.float32).reshape(count, len(self.label_names))
-                )
-            else:
-                dtype = tf.float32 if self.is_regression else tf.int32
-                columns["label"] = tf.constant(labels, dtype, shape=[count])
-        elif len(unlabelled) != count:
-            raise UserError(
-                f"{unlabelled[0].source}: example without a label among labelled ones "
-                f"({len(unlabelled)} of {count} unlabelled)"
-            )
-        elif training:
-            raise UserError(f"{self.task_name}: the training examples have no labels")
         pack = self._packing_function(preprocessor)
-        num_texts = len(self.text_fields)
-
-        def preprocess(batch):
-            batch = dict(batch)
-            segments = [batch.pop(f"text_{position}") for position in range(num_texts)]
-            packed = dict(pack(*segments))
-            if ROW_INDEX in packed:
-                # Windows: each carries its document's label and index.
-                row_index = packed.pop(ROW_INDEX)
-                batch = {key: tf.gather(value, row_index) for key, value in batch.items()}
-            return {**packed, **batch}
-
-        dataset = tf.data.Dataset.from_tensor_slices(columns)
-        dataset = dataset.batch(PREPROCESS_BATCH_SIZE)
-        dataset = dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        return dataset.unbatch()
+        return sentence_features(examples, pack, num_texts=len(self.text_fields), labels=labels)
 
     def _packing_function(self, preprocessor):
-        """`preprocessor` on `[batch]` string tensors, traced once per preprocessor.
-
-        Each new `tf.data` map would trace the tokenizer's graph again (seconds per
-        dataset: one per evaluation); a `tf.function` with a fixed signature is traced
-        on its first call and reused by every dataset after it.
-        """
+        """`preprocessor` on `[batch]` string tensors, traced once per preprocessor
+        (`features.traced_packing`; the functions are kept on the task)."""
         cache = self.__dict__.setdefault("_packing_functions", {})
-        if id(preprocessor) not in cache:
-            num_texts = len(self.text_fields)
-
-            def pack(*segments):
-                return preprocessor(tuple(segments) if num_texts > 1 else segments[0])
-
-            signature = [tf.TensorSpec([None], tf.string)] * num_texts
-            # The preprocessor is kept beside its function so that its id stays unique.
-            cache[id(preprocessor)] = (preprocessor, tf.function(pack, input_signature=signature))
-        return cache[id(preprocessor)][1]
+        return traced_packing(preprocessor, len(self.text_fields), cache)
 
     # === Model ===
 
@@ -428,71 +294,38 @@ class SentenceTask(Task):
 
     # === Answers ===
 
+    @property
+    def _thresholds_if_multi_label(self) -> np.ndarray | None:
+        return self.label_thresholds if self.is_multi_label else None
+
     def postprocess(self, outputs, meta, examples) -> list[SentenceAnswer]:
         """One answer per example: the probabilities (or score) of its feature, or,
-        windowed, the `window_aggregation` of its windows' probabilities (scores)."""
-        logits = np.asarray(outputs, np.float64).reshape(-1, self.num_outputs)
-        example_indices = np.asarray(meta["example_index"]).reshape(-1)
-        if self.is_regression:
-            values = logits
-        elif self.is_multi_label:
-            values = sigmoid(logits)
-        else:
-            values = softmax(logits)
-        values = aggregate_windows(values, example_indices, len(examples), self.window_aggregation)
-        if self.is_regression:
-            return [SentenceAnswer(score=float(row[0])) for row in values]
-        answers = []
-        if self.is_multi_label:
-            chosen = values >= self.label_thresholds[np.newaxis, :]
-        for position, row in enumerate(values):
-            probabilities = {name: float(p) for name, p in zip(self.label_names, row, strict=True)}
-            if self.is_multi_label:
-                labels = tuple(
-                    name for name, on in zip(self.label_names, chosen[position], strict=True) if on
-                )
-                answers.append(SentenceAnswer(probabilities=probabilities, labels=labels))
-            else:
-                answers.append(
-                    SentenceAnswer(
-                        label=self.label_names[int(row.argmax())], probabilities=probabilities
-                    )
-                )
-        return answers
+        windowed, the `window_aggregation` of its windows' probabilities (scores);
+        see `answers.answers_from_logits`."""
+        return answers_from_logits(
+            outputs,
+            meta["example_index"],
+            len(examples),
+            label_names=None if self.is_regression else self.label_names,
+            thresholds=self._thresholds_if_multi_label,
+            aggregation=self.window_aggregation,
+        )
 
     def evaluate(self, answers, examples) -> dict[str, float]:
-        if len(answers) != len(examples):
-            raise UserError(f"{len(answers)} answers for {len(examples)} examples")
-        unlabelled = [example for example in examples if example.label is None]
-        if unlabelled:
-            raise UserError(
-                f"{unlabelled[0].source}: cannot evaluate examples without gold labels "
-                f"({len(unlabelled)} of {len(examples)})"
-            )
-        if self.is_multi_label:
-            return multi_label.multi_label_report(
-                multi_label.multi_hot([example.label for example in examples], self.label_names),
-                multi_label.multi_hot([answer.labels for answer in answers], self.label_names),
-                self.label_names,
-            )
-        gold = [example.label for example in examples]
-        predicted = [answer.prediction for answer in answers]
-        results = {}
-        for name in self.metric_names:
-            if name == "f1":
-                results[name] = _METRICS[name](gold, predicted, positive_label=self.positive_label)
-            else:
-                results[name] = _METRICS[name](gold, predicted)
-        return results
+        """`metric_names` (multi-label: micro/macro/per-label F1 and subset accuracy);
+        see `evaluation.evaluate_answers`."""
+        return evaluate_answers(
+            answers,
+            examples,
+            metric_names=self.metric_names,
+            positive_label=self.positive_label,
+            multi_label_names=self.label_names if self.is_multi_label else None,
+        )
 
     def confusion_matrix(self, answers, examples) -> dict[str, Any] | None:
         if self.is_regression or self.is_multi_label or not self.label_names:
             return None
-        index = {name: position for position, name in enumerate(self.label_names)}
-        matrix = np.zeros((len(index), len(index)), np.int64)
-        for answer, example in zip(answers, examples, strict=True):
-            matrix[index[example.label], index[answer.prediction]] += 1
-        return {"labels": list(self.label_names), "matrix": matrix.tolist()}
+        return confusion_matrix(answers, examples, self.label_names)
 
     # === Prediction files ===
 
@@ -513,58 +346,21 @@ class SentenceTask(Task):
         a row of its input file."""
         return tuple(self.text_fields)
 
-    def _prediction_texts(self, example: SentenceExample) -> dict[str, str]:
-        # A text named like one of the record's own keys (a column called `label`)
-        # would overwrite or be overwritten by it; the prefix keeps both.
-        return {
-            f"text:{name}" if name in _PREDICTION_RECORD_KEYS else name: text
-            for name, text in zip(self.prediction_text_names, example.texts, strict=True)
-        }
-
-    def _format_prediction(self, answer: SentenceAnswer) -> str:
-        if self.is_multi_label:
-            return ",".join(answer.labels)
-        return f"{answer.score:.6f}" if self.is_regression else answer.label
-
     def write_predictions(self, answers, examples, output_dir: str, split: str) -> list[str]:
         """Writes `predictions_<split>.jsonl` (the texts under `prediction_text_names`,
         probabilities or score, label) and, for a split the benchmark scores, its
-        submission TSV (`index\\tprediction`).
+        submission TSV (`index\\tprediction`); see `prediction_files`.
         """
-        if len(answers) != len(examples):
-            raise UserError(f"{len(answers)} answers for {len(examples)} examples")
-        paths = []
-        jsonl_path = os.path.join(output_dir, self.predictions_file_name(split))
-        with atomic_open(jsonl_path) as f:
-            for example, answer in zip(examples, answers, strict=True):
-                record: dict[str, Any] = {
-                    "index": example.index,
-                    "example_id": example.example_id,
-                    **self._prediction_texts(example),
-                }
-                if self.is_regression:
-                    record["score"] = answer.score
-                elif self.is_multi_label:
-                    record["labels"] = list(answer.labels)
-                    record["probabilities"] = answer.probabilities
-                else:
-                    record["label"] = answer.label
-                    record["probabilities"] = answer.probabilities
-                if example.label is not None and self.is_multi_label:
-                    record["gold_labels"] = list(example.label)
-                elif example.label is not None:
-                    record["gold_label"] = example.label
-                f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        paths.append(jsonl_path)
-        submission_name = self.submission_file_name(split)
-        if submission_name is not None:
-            submission_path = os.path.join(output_dir, submission_name)
-            with atomic_open(submission_path) as f:
-                f.write("index\tprediction\n")
-                for example, answer in zip(examples, answers, strict=True):
-                    f.write(f"{example.index}\t{self._format_prediction(answer)}\n")
-            paths.append(submission_path)
-        return paths
+        return write_prediction_files(
+            answers,
+            examples,
+            output_dir,
+            predictions_file_name=self.predictions_file_name(split),
+            submission_file_name=self.submission_file_name(split),
+            text_names=self.prediction_text_names,
+            regression=self.is_regression,
+            multi_label=self.is_multi_label,
+        )
 
     # === State ===
 
@@ -590,51 +386,15 @@ class SentenceTask(Task):
         `label_names` order, padded with "")`}`.
 
         Windowed, each text's windows go through the model and their probabilities
-        (scores) are aggregated per text in TF ops, as `postprocess` does.
+        (scores) are aggregated per text in TF ops, as `postprocess` does (see
+        `serving.answer_fn`).
         """
-        text_fields = tuple(self.text_fields)
-        input_names = self.model_input_names()
-        label_names = None if self.is_regression else tf.constant(list(self.label_names))
-        multi = self.is_multi_label
-        thresholds = tf.constant(self.label_thresholds, tf.float32) if multi else None
-        aggregation = self.window_aggregation
-
-        def answer(**texts):
-            unknown = sorted(set(texts) - set(text_fields))
-            if unknown or len(texts) != len(text_fields):
-                raise UserError(f"Expected the texts {list(text_fields)}, got {sorted(texts)}")
-            segments = tuple(tf.convert_to_tensor(texts[name]) for name in text_fields)
-            inputs = preprocessor(segments if len(segments) > 1 else segments[0])
-            logits = tf.cast(
-                model({name: inputs[name] for name in input_names}, training=False), tf.float32
-            )
-            if label_names is None:
-                values = logits
-            elif multi:
-                values = tf.sigmoid(logits)
-            else:
-                values = tf.nn.softmax(logits, axis=-1)
-            if ROW_INDEX in inputs:
-                values = aggregate_windows_tf(
-                    values, inputs[ROW_INDEX], tf.shape(segments[0])[0], aggregation
-                )
-            if label_names is None:
-                return {SCORE_ANSWER: values[:, 0]}
-            if multi:
-                chosen = values >= thresholds[tf.newaxis, :]
-                batch = tf.shape(values)[0]
-                names = tf.tile(label_names[tf.newaxis, :], [batch, 1])
-                return {
-                    PROBABILITIES_ANSWER: values,
-                    "label_mask": tf.cast(chosen, tf.int32),
-                    "label_count": tf.reduce_sum(tf.cast(chosen, tf.int32), axis=1),
-                    "labels": tf.ragged.boolean_mask(names, chosen).to_tensor(""),
-                }
-            label_id = tf.argmax(values, axis=-1, output_type=tf.int32)
-            return {
-                PROBABILITIES_ANSWER: values,
-                "label_id": label_id,
-                "label": tf.gather(label_names, label_id),
-            }
-
-        return answer
+        return answer_fn(
+            model,
+            preprocessor,
+            text_fields=self.text_fields,
+            input_names=self.model_input_names(),
+            label_names=None if self.is_regression else self.label_names,
+            thresholds=self._thresholds_if_multi_label,
+            aggregation=self.window_aggregation,
+        )

@@ -32,6 +32,11 @@ label's examples (rounded half up) go to `dev`, picked by a SHA-256 hash of
 `heldout_seed` and the row number, so the split is the same on every machine and in
 every version of every library. Examples keep their file order in both splits.
 
+The pieces beside this module: `text_classification_options` (the options and what
+they mean together), `text_classification_files` (the files, their formats and rows)
+and `heldout` (the held-out split); the features, answers, metrics and serving are
+`SentenceTask`'s.
+
 Example:
 
 ```python
@@ -51,8 +56,6 @@ train, held_out = task.read("train"), task.read("dev")  # 150 and 50 examples
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import math
 import os
 import re
 from collections.abc import Mapping
@@ -63,23 +66,19 @@ from absl import logging
 
 from keras_bert_zoo.tasks.registry import register_task
 from keras_bert_zoo.tasks.sentence import multi_label
-from keras_bert_zoo.tasks.sentence.readers import (
-    InputFileError,
-    read_delimited,
-    read_fasttext,
+from keras_bert_zoo.tasks.sentence.examples import SentenceExample
+from keras_bert_zoo.tasks.sentence.heldout import heldout_positions, heldout_split
+from keras_bert_zoo.tasks.sentence.readers import InputFileError
+from keras_bert_zoo.tasks.sentence.task import SentenceTask
+from keras_bert_zoo.tasks.sentence.text_classification_files import TextClassificationFiles
+from keras_bert_zoo.tasks.sentence.text_classification_options import (
+    FILE_OPTIONS,
+    TEXT_CLASSIFICATION_OPTIONS,
+    read_settings,
 )
-from keras_bert_zoo.tasks.sentence.scores import parse_score
-from keras_bert_zoo.tasks.sentence.task import WINDOW_OPTIONS, SentenceExample, SentenceTask
-from keras_bert_zoo.tasks.task import TaskOption
 from keras_bert_zoo.utils.errors import UserError
 
-_FILE_OPTIONS = {"train": "train_file", "dev": "eval_file", "test": "predict_file"}
-_DELIMITER_ALIASES = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";", "pipe": "|"}
 _INTEGER = re.compile(r"[+-]?\d+")
-
-
-def _heldout_rank(seed: int, row: int) -> bytes:
-    return hashlib.sha256(f"{seed}:{row}".encode()).digest()
 
 
 def _sorted_labels(labels) -> tuple[str, ...]:
@@ -100,149 +99,23 @@ class TextClassificationTask(SentenceTask):
     """
 
     primary_metric = "accuracy"
-    options = (
-        TaskOption(
-            "train_file",
-            None,
-            "Training file (text_classification: TSV, CSV or "
-            "fastText __label__ lines), relative to --data_dir.",
-        ),
-        TaskOption("eval_file", None, "Evaluation file with labels, relative to --data_dir."),
-        TaskOption("predict_file", None, "File of texts to predict, relative to --data_dir."),
-        TaskOption(
-            "input_format",
-            "auto",
-            "text_classification: file format; auto picks tsv/csv by extension and "
-            "fastText lines otherwise.",
-            choices=("auto", "tsv", "csv", "fasttext"),
-        ),
-        TaskOption(
-            "text_column",
-            "text",
-            "text_classification: the text column (header "
-            "name, or 0-based number with --has_header=false).",
-        ),
-        TaskOption(
-            "text_pair_column",
-            None,
-            "text_classification: the second text column of sentence-pair data.",
-        ),
-        TaskOption("label_column", "label", "text_classification: the label column."),
-        TaskOption(
-            "has_header",
-            True,
-            "text_classification: the first line of a TSV/CSV file names the columns.",
-        ),
-        TaskOption(
-            "delimiter",
-            None,
-            "text_classification: field separator (default: tab "
-            "for TSV, comma for CSV; 'tab' and 'comma' are accepted).",
-        ),
-        TaskOption(
-            "label_names",
-            None,
-            "text_classification: comma-separated label set in "
-            "head order (default: the training file's labels, sorted).",
-        ),
-        TaskOption(
-            "regression",
-            False,
-            "text_classification: the labels are numbers; "
-            "predict a score (MSE; Pearson and Spearman).",
-        ),
-        TaskOption(
-            "heldout_fraction",
-            0.0,
-            "text_classification: fraction of each label's "
-            "training examples held out as the dev split (0: none).",
-        ),
-        TaskOption("heldout_seed", 12345, "text_classification: seed of the held-out split."),
-        TaskOption(
-            "multi_label",
-            False,
-            "text_classification: each text has a set of labels (a sigmoid per label; "
-            "micro/macro F1).",
-        ),
-        TaskOption(
-            "label_separator",
-            ",",
-            "text_classification --multi_label: separator of the labels inside the label column.",
-        ),
-        TaskOption(
-            "label_columns",
-            None,
-            "text_classification: comma-separated 0/1 columns, one per label (implies "
-            "--multi_label; the column names are the labels).",
-        ),
-        TaskOption(
-            "thresholds_file",
-            None,
-            "text_classification --multi_label: label<TAB>threshold lines, one per label "
-            "(default threshold: 0.5); saved with the model.",
-        ),
-        TaskOption(
-            "tune_thresholds",
-            False,
-            "text_classification --multi_label: at each evaluation, set each label's "
-            "threshold to the one maximizing its F1 on the dev split; saved with the model.",
-        ),
-        *WINDOW_OPTIONS,
-    )
+    options = TEXT_CLASSIFICATION_OPTIONS
 
     def __init__(self, task_name=None, data_dir=None, **kwargs):
         super().__init__(task_name, data_dir, **kwargs)
-        options = self.option_values
-        fraction = float(options["heldout_fraction"])
-        if not 0.0 <= fraction < 1.0:
-            raise UserError(f"heldout_fraction must be in [0, 1), got {fraction}")
-        if fraction > 0 and options["eval_file"]:
-            raise UserError(
-                "Pass either eval_file or heldout_fraction, not both: the held-out split "
-                "becomes the dev split"
-            )
-        self.heldout_fraction = fraction
-        self.heldout_seed = int(options["heldout_seed"])
-        self.regression = bool(options["regression"])
-        self.label_columns: tuple[str, ...] | None = None
-        if options["label_columns"]:
-            self.label_columns = tuple(
-                name.strip() for name in options["label_columns"].split(",") if name.strip()
-            )
-            if len(set(self.label_columns)) != len(self.label_columns):
-                raise UserError(f"label_columns lists a column twice: {options['label_columns']}")
-        self.multi_label = bool(options["multi_label"]) or self.label_columns is not None
-        if self.multi_label and self.regression:
-            raise UserError("multi_label and regression exclude each other")
-        if not self.multi_label and (options["thresholds_file"] or options["tune_thresholds"]):
-            raise UserError("thresholds_file and tune_thresholds need multi_label=True")
-        if self.multi_label and not options["label_separator"]:
-            raise UserError("label_separator must not be empty")
-        if self.multi_label:
-            # The model is saved and answers with the tuned thresholds: the best one is
-            # chosen by what it will answer with.
-            tuned = options["tune_thresholds"]
-            self.primary_metric = "tuned_micro_f1" if tuned else "micro_f1"
+        self._settings = settings = read_settings(self.option_values)
+        self.heldout_fraction = settings.heldout_fraction
+        self.heldout_seed = settings.heldout_seed
+        self.regression = settings.regression
+        self.label_columns: tuple[str, ...] | None = settings.label_columns
+        self.multi_label = settings.multi_label
+        self.text_fields = settings.text_fields
+        if settings.primary_metric is not None:
+            self.primary_metric = settings.primary_metric
+        if settings.metric_names is not None:
+            self.metric_names = settings.metric_names
         self._thresholds: np.ndarray | None = None
-        self.text_fields = ("text", "text_pair") if options["text_pair_column"] else ("text",)
-        if self.regression:
-            self.primary_metric = "spearman"
-            self.metric_names = ("pearson", "spearman")
-            if options["label_names"]:
-                raise UserError("label_names makes no sense with regression=True")
-        self._label_names: tuple[str, ...] | None = None
-        if options["label_names"]:
-            if self.label_columns is not None:
-                raise UserError("Pass label_names or label_columns, not both")
-            names = tuple(name.strip() for name in options["label_names"].split(","))
-            fewest = 1 if self.multi_label else 2
-            if len(set(names)) != len(names) or not all(names) or len(names) < fewest:
-                raise UserError(
-                    f"label_names must list {fewest} or more distinct names, got {names}"
-                )
-            self._label_names = names
-        if self.label_columns is not None:
-            self._label_names = self.label_columns
+        self._label_names: tuple[str, ...] | None = settings.label_names
         self._cache: dict[str, list[SentenceExample]] = {}
 
     # === Labels ===
@@ -379,192 +252,47 @@ class TextClassificationTask(SentenceTask):
             "predict": ("test",) if has_test else (),
         }
 
+    @property
+    def _files(self) -> TextClassificationFiles:
+        return TextClassificationFiles(
+            self.task_name,
+            self.data_dir,
+            self.option_values,
+            self._settings,
+            encoding=self.encoding,
+        )
+
     def _find_file(self, split: str) -> str | None:
-        given = self.option_values[_FILE_OPTIONS[split]]
-        if given:
-            if self.data_dir and not os.path.isabs(given):
-                return os.path.join(self.data_dir, given)
-            return given
-        if self.data_dir:
-            for extension in (".tsv", ".csv", ".txt"):
-                candidate = os.path.join(self.data_dir, split + extension)
-                if os.path.isfile(candidate):
-                    return candidate
-        return None
+        return self._files.find(split)
 
     def file_path(self, split: str) -> str:
-        path = self._find_file(split)
-        if path is None:
-            option = _FILE_OPTIONS[split]
-            raise FileNotFoundError(
-                f"{self.task_name}: no {split} file: pass --{option} (or put {split}.tsv, "
-                f"{split}.csv or {split}.txt in --data_dir={self.data_dir})"
-            )
-        return path
-
-    def _format(self, path: str) -> str:
-        chosen = self.option_values["input_format"]
-        if chosen != "auto":
-            return chosen
-        extension = os.path.splitext(path)[1].lower()
-        return {".tsv": "tsv", ".csv": "csv"}.get(extension, "fasttext")
-
-    def _delimiter(self, file_format: str) -> str:
-        given = self.option_values["delimiter"]
-        if given is None:
-            return "\t" if file_format == "tsv" else ","
-        return _DELIMITER_ALIASES.get(given.lower(), given)
-
-    def _parse_label(self, value: str, where: str) -> str | float | tuple[str, ...]:
-        value = value.strip()
-        if self.multi_label:
-            labels = tuple(
-                label.strip() for label in value.split(self.option_values["label_separator"])
-            )
-            if not value or not all(labels):
-                raise InputFileError(
-                    f"{where}: empty label in {value!r} (labels separated by "
-                    f"{self.option_values['label_separator']!r})"
-                )
-            if len(set(labels)) != len(labels):
-                raise InputFileError(f"{where}: a label is given twice in {value!r}")
-            return labels
-        if self.regression:
-            return parse_score(value, where, column="label")
-        if not value:
-            raise InputFileError(f"{where}: empty label")
-        return value
+        """The file of `split`, or a `FileNotFoundError` naming the option to pass."""
+        return self._files.path(split)
 
     def _read_file_examples(self, split: str) -> list[SentenceExample]:
-        """Every example of the split's file (before any held-out split)."""
+        """Every example of the split's file (before any held-out split), read once."""
         file_split = "train" if split in ("train", "dev") and self.heldout_fraction else split
-        if file_split in self._cache:
-            return self._cache[file_split]
-        path = self.file_path(file_split)
-        labelled = file_split != "test"
-        file_format = self._format(path)
-        if file_format == "fasttext":
-            if self.option_values["text_pair_column"]:
-                raise UserError(
-                    f"{path}: fastText lines hold one text; text_pair_column needs TSV or CSV"
-                )
-            rows = [
-                (number, label, (text,))
-                for number, label, text in read_fasttext(
-                    path,
-                    encoding=self.encoding,
-                    require_labels=labelled,
-                    multi_label=self.multi_label,
-                )
-            ]
-        else:
-            rows = self._read_table_rows(path, file_format, labelled)
-        examples = []
-        for row_number, (line, label, texts) in enumerate(rows):
-            where = f"{path}:{line}"
-            if label is not None and not isinstance(label, str):  # already parsed
-                parsed = tuple(label)
-            else:
-                parsed = None if label is None else self._parse_label(label, where)
-            examples.append(
-                SentenceExample(
-                    example_id=f"{file_split}-{row_number}",
-                    texts=texts,
-                    label=parsed,
-                    index=str(row_number),
-                    source=where,
-                )
-            )
-        self._cache[file_split] = examples
-        return examples
-
-    def _read_table_rows(self, path: str, file_format: str, labelled: bool):
-        options = self.option_values
-        table = read_delimited(
-            path,
-            encoding=self.encoding,
-            delimiter=self._delimiter(file_format),
-            header=bool(options["has_header"]),
-            quoting=file_format == "csv",
-            description=f"{self.task_name} {file_format.upper()} file",
-        )
-        columns = [options["text_column"]]
-        if options["text_pair_column"]:
-            columns.append(options["text_pair_column"])
-        text_positions = [table.column_index(column) for column in columns]
-        if self.label_columns is not None:
-            return self._read_label_columns(table, text_positions, labelled)
-        label_position = table.column_index(options["label_column"], required=labelled)
-        return [
-            (
-                line,
-                None if label_position is None else fields[label_position],
-                tuple(fields[position] for position in text_positions),
-            )
-            for line, fields in table.rows
-        ]
-
-    def _read_label_columns(self, table, text_positions, labelled: bool):
-        """Rows of a file with one 0/1 column per label (`label_columns`)."""
-        positions = [table.column_index(column, required=labelled) for column in self.label_columns]
-        present = [position is not None for position in positions]
-        if any(present) and not all(present):
-            missing = [c for c, p in zip(self.label_columns, present, strict=True) if not p]
-            raise InputFileError(f"{table.path}:1: the label column(s) {missing} are missing")
-        rows = []
-        for line, fields in table.rows:
-            texts = tuple(fields[position] for position in text_positions)
-            if not all(present):
-                rows.append((line, None, texts))
-                continue
-            labels = []
-            for column, position in zip(self.label_columns, positions, strict=True):
-                value = fields[position].strip()
-                if value not in ("0", "1"):
-                    raise InputFileError(
-                        f"{table.path}:{line}: column {column!r} holds {value!r}, not 0 or 1"
-                    )
-                if value == "1":
-                    labels.append(column)
-            rows.append((line, tuple(labels), texts))
-        return rows
+        if file_split not in self._cache:
+            self._cache[file_split] = self._files.examples(file_split)
+        return self._cache[file_split]
 
     # === Reading ===
 
     def heldout_positions(self, examples: list[SentenceExample]) -> set[int]:
         """Positions (in `examples`) of the held-out examples: per label (one group for a
         regression), the `heldout_fraction` share with the smallest seeded hashes."""
-        groups: dict[Any, list[int]] = {}
-        for position, example in enumerate(examples):
-            key = None if self.regression else example.label
-            groups.setdefault(key, []).append(position)
-        held_out = set()
-        for positions in groups.values():
-            count = math.floor(self.heldout_fraction * len(positions) + 0.5)
-            ranked = sorted(positions, key=lambda p: _heldout_rank(self.heldout_seed, p))
-            held_out.update(ranked[:count])
-        return held_out
+        return heldout_positions(
+            examples, self.heldout_fraction, self.heldout_seed, by_label=not self.regression
+        )
 
     def read(self, split: str) -> list[SentenceExample]:
-        if split not in _FILE_OPTIONS:
+        if split not in FILE_OPTIONS:
             raise UserError(
-                f"{self.task_name} has no split {split!r}; its splits are {list(_FILE_OPTIONS)}"
+                f"{self.task_name} has no split {split!r}; its splits are {list(FILE_OPTIONS)}"
             )
         examples = self._read_file_examples(split)
         if split in ("train", "dev") and self.heldout_fraction:
-            held_out = self.heldout_positions(examples)
-            keep = (lambda p: p in held_out) if split == "dev" else (lambda p: p not in held_out)
-            examples = [example for p, example in enumerate(examples) if keep(p)]
-            examples = [
-                SentenceExample(
-                    example_id=f"{split}-{example.index}",
-                    texts=example.texts,
-                    label=example.label,
-                    index=example.index,
-                    source=example.source,
-                )
-                for example in examples
-            ]
+            examples = heldout_split(examples, split, self.heldout_positions(examples))
         if self.multi_label:
             examples = self._checked_label_sets(examples)
             self.label_thresholds  # noqa: B018 - a bad thresholds file fails before any write
