@@ -50,6 +50,7 @@ from keras_bert_zoo.runners.loss_and_weights import (
     packing_transform,
 )
 from keras_bert_zoo.training import distribute
+from keras_bert_zoo.utils.deprecation import REMOVAL
 from keras_bert_zoo.utils.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -138,7 +139,7 @@ class Job(abc.ABC):
         warnings.warn(
             f"{type(self).__name__}.initializer() is Job.initial_weights() (a function of the "
             "model or a loaded model; load_checkpoint(path) for a checkpoint directory); the "
-            "old name will be removed in the next release",
+            f"old name will be removed in {REMOVAL}",
             DeprecationWarning,
             stacklevel=2,
         )

@@ -25,7 +25,7 @@ import warnings
 
 from keras_bert_zoo.training import options as _options
 from keras_bert_zoo.utils import settings
-from keras_bert_zoo.utils.deprecation import moved_names
+from keras_bert_zoo.utils.deprecation import REMOVAL, moved_names
 
 _OPTIONS = "keras_bert_zoo.training.options"
 _moved = moved_names(
@@ -84,7 +84,7 @@ def __getattr__(name: str):
     if name in _FUNCTIONS:
         function, new = _FUNCTIONS[name]
         warnings.warn(
-            f"{__name__}.{name} is {new}; the old name will be removed in the next release",
+            f"{__name__}.{name} is {new}; the old name will be removed in {REMOVAL}",
             DeprecationWarning,
             stacklevel=2,
         )

@@ -22,11 +22,10 @@ The Trainer only orchestrates; each part is its own module of `training/`:
 - `distribute.WorkerAgreement`: what several workers agree on between loops.
 
 What the model trains through is the job's knowledge, not the loop's: the job passes
-the loss function of one micro-batch (`loss_fn`, e.g. a faster forward pass of its
-model), the transformation its batches need for it (`dataset_transform`, e.g. packing
-several examples to a row), and the initial weights of a fresh start
-(`train(initial_weights=...)`: a function of the model, or a loaded model whose weights
-are copied). `runners.runner.Job` picks them for the package's jobs.
+the loss of one micro-batch (`loss_fn`, e.g. a faster forward pass of its model), what
+its batches need for it (`dataset_transform`, e.g. packing several examples to a row)
+and the initial weights (`train(initial_weights=...)`: a function of the model, or a
+loaded model whose weights are copied); `runners.runner.Job` picks them for our jobs.
 
 After each loop the host logs progress, writes summaries, evaluates (and exports the
 best model), then checkpoints. Exact resume, stop requests (SIGINT, SIGTERM) and timed
@@ -86,7 +85,8 @@ from keras_bert_zoo.training.step import (
     sequences_per_step,
 )
 from keras_bert_zoo.utils import interrupts
-from keras_bert_zoo.utils.deprecation import moved_names
+from keras_bert_zoo.utils.deprecation import REMOVAL, moved_names
+from keras_bert_zoo.utils.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -119,16 +119,16 @@ class _Run:
 
 def _check_train_arguments(num_steps, input_state, eval_fn, best_metric):
     if input_state not in INPUT_STATES:
-        raise ValueError(f"input_state must be one of {INPUT_STATES}, got {input_state!r}")
+        raise UserError(f"input_state must be one of {INPUT_STATES}, got {input_state!r}")
     if best_metric is not None and eval_fn is None:
-        raise ValueError("best_metric needs an eval_fn")
+        raise UserError("best_metric needs an eval_fn")
     if num_steps < 1:
-        raise ValueError(f"num_steps must be >= 1, got {num_steps}")
+        raise UserError(f"num_steps must be >= 1, got {num_steps}")
 
 
 def _check_at_least(name: str, value, lowest):
     if value < lowest:
-        raise ValueError(f"{name} must be >= {lowest}, got {value}")
+        raise UserError(f"{name} must be >= {lowest}, got {value}")
 
 
 def _initial_weights(initial_weights, init_checkpoint):
@@ -136,7 +136,7 @@ def _initial_weights(initial_weights, init_checkpoint):
     if init_checkpoint is None:
         return initial_weights
     message = "Trainer.train(init_checkpoint=) is Trainer.train(initial_weights=)"
-    warnings.warn(f"{message}; the old keyword goes in the next release", DeprecationWarning, 3)
+    warnings.warn(f"{message}; the old keyword goes in {REMOVAL}", DeprecationWarning, 3)
     if isinstance(init_checkpoint, str | os.PathLike):  # reading checkpoints is the job's
         raise TypeError(
             f"{message}: a function, e.g. lambda model: "
@@ -194,7 +194,7 @@ class Trainer:
         dataset_transform: Callable[[tf.data.Dataset], tf.data.Dataset] | None = None,
     ):
         if getattr(model, "optimizer", None) is None:
-            raise ValueError(
+            raise UserError(
                 f"Compile {model.name!r} with an optimizer (and its loss) before training it"
             )
         _check_at_least("gradient_accumulation_steps", gradient_accumulation_steps, 1)
@@ -202,7 +202,7 @@ class Trainer:
         _check_at_least("checkpoint_every", checkpoint_every, 0)
         _check_at_least("checkpoint_every_seconds", checkpoint_every_seconds, 0)
         if progress not in PROGRESS_MODES:
-            raise ValueError(f"progress must be one of {PROGRESS_MODES}, got {progress!r}")
+            raise UserError(f"progress must be one of {PROGRESS_MODES}, got {progress!r}")
         self.model = model
         self.model_dir = os.path.abspath(model_dir)
         self.strategy = strategy or tf.distribute.get_strategy()
