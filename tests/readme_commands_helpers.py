@@ -13,8 +13,9 @@ command first (`run_commands`). What the tests change, and only that:
 - it runs in a working directory that holds `tools/` (a link to this checkout's) and the
   inputs the commands name: data sets in
   their official layouts (GLUE, a reviews CSV, SQuAD, CoNLL-2003, SWAG; small
-  fixtures), two tiny google-research/bert checkpoints under the release names, a
-  MediaWiki dump cut from the real one gensim ships and text gensim ships;
+  fixtures), two tiny google-research/bert checkpoints under the release names, the real
+  Bulgarian Wikipedia dump gensim ships (UTF-16 in bzip2) under the name of the real dump,
+  the last paragraphs of its article held out as `heldout.txt`, and text gensim ships;
 - `/tmp/` and `/shared/` in a command become directories of that working directory, and
   the cluster's `host1:12345`, `host2:12345` two free ports on 127.0.0.1 (both workers
   run at once);
@@ -116,7 +117,7 @@ def size_flags(tool: str, args: list[str]) -> list[str]:
     if tool == "run_pretraining.py":
         extra = list(_PRETRAINING_SIZE)
         if any(arg.startswith("--preset=") for arg in args):
-            extra.append("--preset=bert_tiny_uncased")
+            extra.append("--preset=bert_tiny")
         return extra
     if tool == "build_vocab.py":
         return ["--vocab_size=3000"]
@@ -173,30 +174,66 @@ def _gensim_file(name: str) -> pathlib.Path:
     return pathlib.Path(gensim.__file__).parent / "test" / "test_data" / name
 
 
-def _write_mediawiki_dump(path: pathlib.Path, pages: int = 4) -> None:
-    """The first `pages` articles of gensim's real English Wikipedia dump, as a dump."""
-    with bz2.open(_gensim_file(WIKI_DUMP), "rt", encoding="utf-8") as f:
-        text = f.read()
-    head, _, rest = text.partition("<page>")
-    bodies = rest.split("<page>")[:pages]
-    bodies[-1] = bodies[-1].split("</page>")[0] + "</page>\n"
-    with bz2.open(path, "wt", encoding="utf-8") as f:
-        f.write(head + "".join("<page>" + body for body in bodies) + "</mediawiki>\n")
+# gensim's real Bulgarian Wikipedia dump: UTF-16 (it starts with the FF FE mark) in bzip2,
+# one article ("Григориански календар") and two project pages.
+BG_DUMP = "bgwiki-latest-pages-articles-shortened.xml.bz2"
+HELDOUT_PARAGRAPHS = 15  # at least this many of the article's prose paragraphs are held out
 
 
-WIKI_DUMP = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+def bulgarian_article() -> tuple[str, str]:
+    """(the dump as text, the article's wikitext as the dump holds it, XML-escaped)."""
+    with bz2.open(_gensim_file(BG_DUMP)) as f:
+        dump = f.read().decode("utf-16")
+    opening = dump.index(">", dump.index("<text")) + 1
+    return dump, dump[opening : dump.index("</text>", opening)]
+
+
+def split_bulgarian_article() -> tuple[str, str]:
+    """(the wikitext kept for training, the held-out wikitext): the article cut at the last
+    blank line that holds out `HELDOUT_PARAGRAPHS` prose paragraphs and cuts no markup
+    (a timeline or a template spans blank lines): the parts' prose is the whole's."""
+    import html
+
+    from keras_bert_zoo.pretraining.wikitext import clean_wikitext
+
+    _, wikitext = bulgarian_article()
+    blank_line = "\r\n\r\n" if "\r\n" in wikitext else "\n\n"  # this dump's lines end in CRLF
+    blocks = wikitext.split(blank_line)
+    whole = clean_wikitext(html.unescape(wikitext))
+    for cut in range(len(blocks) - 1, 0, -1):
+        train, heldout = blank_line.join(blocks[:cut]), blank_line.join(blocks[cut:])
+        kept = clean_wikitext(html.unescape(heldout))
+        if len(kept) >= HELDOUT_PARAGRAPHS and clean_wikitext(html.unescape(train)) + kept == whole:
+            return train, heldout
+    raise AssertionError(f"{BG_DUMP}: no blank line holds out {HELDOUT_PARAGRAPHS} paragraphs")
+
+
+def _write_bulgarian_dump(work: pathlib.Path) -> None:
+    """`bgwiki-latest-pages-articles.xml.bz2`: gensim's dump as it ships (UTF-16, bzip2)
+    without the article's last paragraphs, and `heldout.txt`: those paragraphs' sentences,
+    one a line (as create_pretraining_data reads text), a blank line after each paragraph."""
+    import html
+
+    from keras_bert_zoo.pretraining.wikitext import clean_wikitext, split_sentences
+
+    dump, wikitext = bulgarian_article()
+    train, heldout = split_bulgarian_article()
+    with bz2.open(work / "bgwiki-latest-pages-articles.xml.bz2", "wb") as f:
+        f.write(dump.replace(wikitext, train).encode("utf-16"))
+    documents = [split_sentences(p) for p in clean_wikitext(html.unescape(heldout))]
+    (work / "heldout.txt").write_text(
+        "".join("\n".join(sentences) + "\n\n" for sentences in documents if sentences),
+        encoding="utf-8",
+    )
 
 
 def _write_text_files(work: pathlib.Path) -> None:
-    # Real news text: lee_background.cor for the vocabulary, lee.cor as held-out text
-    # (one document a line: blank lines between them, as create_pretraining_data reads).
+    # Real news text: lee_background.cor for the vocabulary of "Tools".
     (work / "corpus").mkdir()
     background = _gensim_file("lee_background.cor").read_bytes().decode("latin-1").splitlines()
     (work / "corpus" / "lee_background.txt").write_text(
         "\n".join(background[:40]) + "\n", encoding="utf-8"
     )
-    heldout = _gensim_file("lee.cor").read_bytes().decode("latin-1").splitlines()[:12]
-    (work / "heldout.txt").write_text("\n\n".join(heldout) + "\n", encoding="utf-8")
     sentences = _gensim_file("pang_lee_polarity.cor").read_bytes().decode("latin-1")
     rows = [line.split(" ", 1) for line in sentences.splitlines() if line.strip()]
     reviews = [row for row in rows if row[0] == "__label__pos"][:30]
@@ -287,7 +324,7 @@ def make_work(tmp_path_factory) -> pathlib.Path:
     _write_text_files(work)
     _write_task_data(work)
     _write_checkpoints(work)
-    _write_mediawiki_dump(work / "enwiki-1.xml.bz2")
+    _write_bulgarian_dump(work)
     return work
 
 

@@ -480,3 +480,29 @@ def test_corrupt_record_is_named(data, tmp_path):
                 checkpoint_layouts=(),
             )
         )
+
+
+# === The vocabulary's size ===
+
+
+def test_a_preset_takes_the_vocabularys_size(data, tmp_path):
+    """--preset with --vocab_file: the word-embedding table and the masked-LM output have
+    the vocabulary's rows (not the preset's 30,522); a --bert_config_file keeps its own
+    vocab_size, and one smaller than the vocabulary is refused in one line. (The job's
+    model, built as a run builds it; the README's pretraining chain trains one.)"""
+    from keras_bert_zoo.runners.pretraining import PretrainingJob
+
+    job = PretrainingJob(
+        _config(data, tmp_path / "preset", bert_config_file=None, preset="bert_tiny")
+    )
+    job.check_inputs()
+    job.prepare(None)
+    assert job.bert_config.vocab_size == len(VOCAB) < 30522
+    model = job.build_model()
+    assert model.encoder.embeddings.word_embeddings.embeddings.shape[0] == len(VOCAB)
+    assert model.output["masked_lm_logits"].shape[-1] == len(VOCAB)
+    small = tmp_path / "small_config.json"
+    small.write_text(json.dumps({**TINY, "vocab_size": len(VOCAB) - 1}), encoding="utf-8")
+    with pytest.raises(ValueError, match=f"has {len(VOCAB)} tokens but .* {len(VOCAB) - 1} rows"):
+        run_pretraining(_config(data, tmp_path / "small", bert_config_file=str(small)))
+    assert not (tmp_path / "small").exists()
