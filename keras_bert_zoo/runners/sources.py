@@ -185,8 +185,8 @@ class WeightSource:
         return model
 
     def encoder_initializer(self) -> Any:
-        """`Trainer(init_checkpoint=...)` for a task model built on this source's
-        architecture: a checkpoint path (its task head is read too when it has one),
+        """The initial weights of a task model built on this source's architecture
+        (`Job.initial_weights`): a checkpoint path (its task head is read too when it has one),
         a function copying the encoder's weights, or None for a preset."""
         if self.kind == PRESET:
             return None

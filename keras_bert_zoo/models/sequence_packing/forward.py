@@ -13,7 +13,7 @@ masks drawn over the packed shape when training):
   takes the outputs at `masked_lm_positions` (flat packed indices), its
   next-sentence head the pooled outputs.
 
-This is the training fast path for short examples (see `Trainer(packed_sequences=True)`):
+This is the training fast path for short examples (a job's `--packed_sequences`):
 embeddings, projections, feed-forward layers and LayerNorms run on about as many
 positions as there are real tokens, and attention on rows of mostly real tokens.
 Attention is the one place the packed rows compute more than the padded batch would
