@@ -1,49 +1,30 @@
-"""Pretraining as a task: masked LM + next sentence prediction (BERT's objective).
+"""`PretrainingTask`: BERT pretraining of a `BertPretrainer` (see the package docstring).
 
-The counterpart of Model Garden's `official/nlp/tasks/masked_lm.py`: the one place that
-knows the pretraining input, model, loss and metrics, evaluation and exports; the job
-(`runners.pretraining.PretrainingJob`) only orchestrates it. It is no fine-tuning
-`Task` (nothing to read per split, no answers to post-process), so it is not
-registered; it has the methods the job calls:
+Example:
 
+```python
+from keras_bert_zoo.tasks.pretraining import PretrainingTask, resolve_training_input
+
+lengths = resolve_training_input("data128/train.tfrecord-*", "records")
+task = PretrainingTask(bert_config, max_seq_length=lengths.max_seq_length,
+                       max_predictions_per_seq=lengths.max_predictions_per_seq)
+model = task.build_model()
 ```
-resolve_training_input(...) / resolve_record_input(...) -> the files and their lengths
-pretraining_bert_config(...)                           -> the architecture
-task = PretrainingTask(bert_config, ...)                  (or .from_settings(config, ...))
-task.build_model(), compile_kwargs()                   -> BertPretrainer, its own loss
-task.initialize(model, weights) / load_checkpoint(...) -> initial or trained weights
-task.training_dataset_fn(files, batch_size, seed=)     -> records | remask_records | dynamic_text
-task.evaluate(model, files, ...)                       -> the original's metric_fn values
-task.vocabulary(), export(model, directory, layout)    -> vocab.txt, the exports
-```
-
-Inputs (`input_mode`): `records`, static pretraining TFRecords (ours or
-google-research/bert's; their lengths read from them); `remask_records`, the same
-records with fresh masks every pass; `dynamic_text`, raw text (one sentence a line,
-blank lines between documents) with NSP pairs and masks made on the fly.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import logging
-import os
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
 from keras_bert_zoo.checkpoints.resize import copy_pretraining_weights
 from keras_bert_zoo.data import pretraining_records
+from keras_bert_zoo.tasks.pretraining.architecture import pretraining_bert_config
+from keras_bert_zoo.tasks.pretraining.evaluation import evaluate_pretraining
+from keras_bert_zoo.tasks.pretraining.exports import export_with_vocabulary
+from keras_bert_zoo.tasks.pretraining.inputs import INPUT_MODES, PretrainingInput
 from keras_bert_zoo.utils.errors import UserError
 
-logger = logging.getLogger(__name__)
-
-INPUT_MODES = ("records", "remask_records", "dynamic_text")
-DEFAULT_DYNAMIC_MAX_SEQ_LENGTH = 128
-DEFAULT_DYNAMIC_MAX_PREDICTIONS = 20
 # The settings of a run (`PretrainingConfig` fields) the task takes under the same name.
 TASK_SETTINGS = (
     "input_mode",
@@ -54,163 +35,9 @@ TASK_SETTINGS = (
     "shuffle_buffer",
 )
 
-__all__ = [
-    "INPUT_MODES",
-    "PretrainingInput",
-    "PretrainingTask",
-    "evaluate_pretraining",
-    "export_pretrained",
-    "pretraining_bert_config",
-    "read_bert_config",
-    "resolve_record_input",
-    "resolve_training_input",
-]
-
-
-# === Input ===
-
-
-@dataclasses.dataclass(frozen=True)
-class PretrainingInput:
-    """Input files and the lengths of the sequences made from them.
-
-    Attributes:
-        files: the files to read (record files that hold records, or text files).
-        max_seq_length: tokens per sequence.
-        max_predictions_per_seq: masked positions per sequence.
-    """
-
-    files: tuple[str, ...]
-    max_seq_length: int
-    max_predictions_per_seq: int
-
-
-def resolve_training_input(
-    input_file: str | None,
-    input_mode: str,
-    *,
-    max_seq_length: int | None = None,
-    max_predictions_per_seq: int | None = None,
-) -> PretrainingInput:
-    """The training input: for records, the lengths read from them (given lengths must
-    match); for `dynamic_text`, the given lengths or 128 and 20.
-
-    Args:
-        input_file: comma-separated globs (`--input_file`).
-        input_mode: one of `INPUT_MODES`.
-        max_seq_length, max_predictions_per_seq: the lengths asked for (None: default).
-    """
-    if input_mode == "dynamic_text":
-        return PretrainingInput(
-            tuple(pretraining_records.list_text_files(input_file, "input_file")),
-            max_seq_length or DEFAULT_DYNAMIC_MAX_SEQ_LENGTH,
-            max_predictions_per_seq or DEFAULT_DYNAMIC_MAX_PREDICTIONS,
-        )
-    return resolve_record_input(
-        input_file,
-        flag="input_file",
-        max_seq_length=max_seq_length,
-        max_predictions_per_seq=max_predictions_per_seq,
-    )
-
-
-def resolve_record_input(
-    patterns: str | None,
-    *,
-    flag: str = "eval_input_file",
-    max_seq_length: int | None = None,
-    max_predictions_per_seq: int | None = None,
-) -> PretrainingInput:
-    """Static pretraining records, their lengths read from them
-    (`data.pretraining_records.inspect_records`).
-
-    Args:
-        patterns: comma-separated globs of pretraining TFRecords.
-        flag: the flag they came from, for the messages.
-        max_seq_length, max_predictions_per_seq: the lengths the records must have
-            (None: theirs).
-    """
-    info = pretraining_records.inspect_records(
-        patterns,
-        flag=flag,
-        max_seq_length=max_seq_length,
-        max_predictions_per_seq=max_predictions_per_seq,
-    )
-    return PretrainingInput(
-        tuple(info.record_files), info.max_seq_length, info.max_predictions_per_seq
-    )
-
-
-# === Model ===
-
-
-def read_bert_config(path: str):
-    """The `BertConfig` of a `bert_config.json` or a Hugging Face `config.json`.
-
-    Args:
-        path: the file (`--bert_config_file`).
-    """
-    from keras_bert_zoo.config import BertConfig
-
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"--bert_config_file={path}: no such file")
-    with open(path, encoding="utf-8") as f:
-        try:
-            data = json.load(f)
-        except ValueError as error:
-            raise UserError(f"--bert_config_file={path}: not JSON ({error})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"--bert_config_file={path}: expected a JSON object")
-    if "model_type" in data or "layer_norm_eps" in data:
-        return BertConfig.from_hf_dict(data, source=path)
-    return BertConfig.from_google_dict(data, source=path)
-
-
-def pretraining_bert_config(
-    *,
-    bert_config_file: str | None,
-    preset: str | None,
-    source_config,
-    max_seq_length: int | None,
-    extend: bool = True,
-):
-    """The architecture: `bert_config_file`'s, else `preset`'s, else the initial
-    weights' (`source_config`), with at least `max_seq_length` positions.
-
-    Args:
-        bert_config_file, preset: the architecture asked for, if any.
-        source_config: the `BertConfig` of the initial weights, or None.
-        max_seq_length: the longest input (None: any).
-        extend: False refuses an input longer than the position table instead of
-            extending it (a trained model evaluated as it is).
-    """
-    from keras_bert_zoo.config import BertConfig, list_presets
-
-    if bert_config_file:
-        bert_config = read_bert_config(bert_config_file)
-    elif preset:
-        if preset not in list_presets():
-            raise UserError(f"--preset={preset}: unknown; choose from {list_presets()}")
-        bert_config = BertConfig.from_preset(preset)
-    elif source_config is not None:
-        bert_config = source_config
-    else:
-        raise UserError("Give the architecture: --bert_config_file, --preset or --init_checkpoint")
-    if max_seq_length and bert_config.max_position_embeddings < max_seq_length:
-        if not extend:
-            raise UserError(
-                f"The records hold {max_seq_length} tokens per sequence, more than the "
-                f"model's {bert_config.max_position_embeddings} positions"
-            )
-        bert_config = bert_config.replace(max_position_embeddings=max_seq_length)
-    return bert_config
-
-
-# === The task ===
-
 
 class PretrainingTask:
-    """BERT pretraining of a `BertPretrainer` (see the module docstring).
+    """BERT pretraining of a `BertPretrainer` (see the package docstring).
 
     Args:
         bert_config: the encoder's `BertConfig`.
@@ -441,139 +268,4 @@ class PretrainingTask:
 
     def export(self, model, directory: str, export_format: str) -> str:
         """`export_pretrained` with this task's vocabulary (read once)."""
-        from keras_bert_zoo.checkpoints.export import export_checkpoint
-
-        arguments = _export_arguments(model, self.vocabulary())
-        return export_checkpoint(directory, model, export_format, **arguments)
-
-
-def _export_arguments(model, vocabulary: list[str] | None) -> dict[str, Any]:
-    """What an export writes beside the weights: the vocabulary, and for Hugging Face's
-    tokenizer_config.json its casing and longest input."""
-    from keras_bert_zoo.text.tokenizer import infer_lowercase
-
-    return {
-        "vocabulary": vocabulary,
-        "lowercase": infer_lowercase(vocabulary) if vocabulary else None,
-        "model_max_length": model.encoder.max_position_embeddings,
-    }
-
-
-def export_pretrained(model, directory: str, export_format: str, vocab_file: str | None) -> str:
-    """Writes the encoder with its MLM and NSP heads in `export_format`'s layout,
-    atomically: `from_pretrained(directory, model="pretrainer")` and, for Hugging Face,
-    `transformers.BertForPreTraining.from_pretrained` read it, with its tokenizer.
-
-    Args:
-        model: the `BertPretrainer`.
-        directory: where to write (replaced whole).
-        export_format: `"google"` or `"huggingface"`.
-        vocab_file: the WordPiece vocabulary written beside it (None: none).
-
-    Returns:
-        `directory`.
-    """
-    from keras_bert_zoo.checkpoints.export import export_checkpoint
-    from keras_bert_zoo.text.vocab import load_vocab
-
-    vocabulary = load_vocab(vocab_file) if vocab_file else None
-    arguments = _export_arguments(model, vocabulary)
-    return export_checkpoint(directory, model, export_format, **arguments)
-
-
-# === The evaluation ===
-
-
-# One compiled evaluation step per model, so periodic evaluations trace it once. The
-# step holds the model weakly: the cache does not keep models alive.
-_EVALUATION_STEPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _evaluation_step(model):
-    step = _EVALUATION_STEPS.get(model)
-    if step is not None:
-        return step
-    import keras
-    import tensorflow as tf
-
-    model_ref = weakref.ref(model)
-
-    @tf.function(reduce_retracing=True)
-    def batch_sums(x, y):
-        predictions = model_ref()(x, training=False)
-        logits = tf.cast(predictions["masked_lm_logits"], tf.float32)
-        weights = tf.cast(y["masked_lm_weights"], tf.float32)
-        ids = tf.cast(y["masked_lm_ids"], tf.int64)
-        nll = keras.losses.sparse_categorical_crossentropy(ids, logits, from_logits=True)
-        correct = tf.cast(tf.equal(tf.argmax(logits, -1), ids), tf.float32)
-        nsp_logits = tf.cast(predictions["next_sentence_logits"], tf.float32)
-        nsp_labels = tf.reshape(tf.cast(y["next_sentence_labels"], tf.int64), [-1])
-        nsp_nll = keras.losses.sparse_categorical_crossentropy(
-            nsp_labels, nsp_logits, from_logits=True
-        )
-        nsp_correct = tf.cast(tf.equal(tf.argmax(nsp_logits, -1), nsp_labels), tf.float32)
-        is_next = tf.cast(tf.equal(nsp_labels, 0), tf.float32)
-        return tf.stack(
-            [
-                tf.reduce_sum(nll * weights),
-                tf.reduce_sum(correct * weights),
-                tf.reduce_sum(weights),
-                tf.reduce_sum(nsp_nll),
-                tf.reduce_sum(nsp_correct),
-                tf.cast(tf.size(nsp_labels), tf.float32),
-                tf.reduce_sum(nsp_correct * is_next),
-                tf.reduce_sum(is_next),
-            ]
-        )
-
-    _EVALUATION_STEPS[model] = batch_sums
-    return batch_sums
-
-
-def evaluate_pretraining(model, dataset, steps: int = 0) -> dict[str, float]:
-    """The original's evaluation metrics over `steps` batches of `dataset` (0: all).
-
-    Args:
-        model: a `BertPretrainer`.
-        dataset: `(x, y)` batches, as `data.pretraining_dataset(..., split_labels=True)`.
-        steps: batches to evaluate (0: all).
-
-    Returns:
-        `masked_lm_accuracy` and `masked_lm_loss` (means over real predictions,
-        weighted by `masked_lm_weights`), `next_sentence_accuracy`,
-        `next_sentence_loss` (means over sequences), `next_sentence_balanced_accuracy`
-        (the mean of the accuracy on "is next" pairs and on "random next" pairs),
-        `loss` (the two losses' sum) and the counts `masked_lm_predictions` and
-        `sequences`.
-    """
-    batch_sums = _evaluation_step(model)
-    if steps:
-        dataset = dataset.take(steps)
-    totals = np.zeros(8, np.float64)
-    for x, y in dataset:
-        totals += batch_sums(x, y).numpy()
-    nll, correct, weight, nsp_nll, nsp_correct, sequences, correct_is_next, is_next = totals
-    if sequences == 0:
-        raise UserError("The evaluation data gave no batch")
-    # Accuracy within each NSP class, averaged: a constant answer scores 0.5 however
-    # unbalanced the held-out pairs are (a small held-out set often is).
-    recalls = [
-        hits / count
-        for hits, count in (
-            (correct_is_next, is_next),
-            (nsp_correct - correct_is_next, sequences - is_next),
-        )
-        if count
-    ]
-    masked_lm_loss = nll / weight if weight else float("nan")
-    next_sentence_loss = nsp_nll / sequences
-    return {
-        "masked_lm_accuracy": float(correct / weight) if weight else float("nan"),
-        "masked_lm_loss": float(masked_lm_loss),
-        "next_sentence_accuracy": float(nsp_correct / sequences),
-        "next_sentence_balanced_accuracy": float(np.mean(recalls)),
-        "next_sentence_loss": float(next_sentence_loss),
-        "loss": float(masked_lm_loss + next_sentence_loss),
-        "masked_lm_predictions": float(weight),
-        "sequences": float(sequences),
-    }
+        return export_with_vocabulary(model, directory, export_format, self.vocabulary())
