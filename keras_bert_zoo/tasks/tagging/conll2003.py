@@ -20,12 +20,9 @@ import logging
 
 from keras_bert_zoo.tasks._shared import as_text, prepared_tfds_builder
 from keras_bert_zoo.tasks.registry import register_task
+from keras_bert_zoo.tasks.tagging.options import TAG_SCHEME_OPTION, WINDOW_STRIDE_OPTION
 from keras_bert_zoo.tasks.tagging.reader import TaggedSentence
-from keras_bert_zoo.tasks.tagging.task import (
-    TAG_SCHEME_OPTION,
-    WINDOW_STRIDE_OPTION,
-    TokenClassificationTask,
-)
+from keras_bert_zoo.tasks.tagging.task import TokenClassificationTask
 from keras_bert_zoo.utils.errors import UserError
 
 CONLL2003_TAGS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")

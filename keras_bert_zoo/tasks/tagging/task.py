@@ -11,38 +11,13 @@ set in label order (`conll2003`: its nine fixed tags; `token_classification`: re
 from the training file or the `tag_set` option) and the scheme of the training data
 (the `tag_scheme` option, else detected from the training file).
 
-Serving (`serving_outputs`, the exported model): `text_fields = ("sentence",)`, raw
-UTF-8 sentences `[batch]`. Each is split into words by `split_words` (whitespace
-separates words; punctuation and CJK ideographs are words of their own; invalid UTF-8
-becomes U+FFFD), the words go through the same `TaggingPreprocessor` windows as in
-training (long sentences are windowed, never truncated), each word gets the argmax
-tag of its logits (what `postprocess` answers), and the entities are read from the
-tags as the task's metric reads them (`metrics.entities`, conlleval: `I-X` after `O`
-or another type starts an entity; for `raw` tags every word not tagged `O` is one).
-Offsets are CHARACTER (code point) offsets into the sentence, end exclusive:
-Python's `sentence[start:end]` (for a request holding invalid UTF-8, indices into
-`raw.decode("utf-8", errors="replace")`). Outputs, all plain dense tensors:
+Serving (`serving_outputs`, the exported model): raw sentences in; their words, tags
+and entities out, with character offsets (the schema: `serving`).
 
-| name           | dtype   | shape                   | padding |
-|----------------|---------|-------------------------|---------|
-| `word_count`   | int32   | `[batch]`               |         |
-| `words`        | string  | `[batch, max_words]`    | `""`    |
-| `word_start`   | int32   | `[batch, max_words]`    | -1      |
-| `word_end`     | int32   | `[batch, max_words]`    | -1      |
-| `word_tags`    | string  | `[batch, max_words]`    | `""`    |
-| `word_score`   | float32 | `[batch, max_words]`    | 0       |
-| `entity_count` | int32   | `[batch]`               |         |
-| `entity_type`  | string  | `[batch, max_entities]` | `""`    |
-| `entity_start` | int32   | `[batch, max_entities]` | -1      |
-| `entity_end`   | int32   | `[batch, max_entities]` | -1      |
-| `entity_text`  | string  | `[batch, max_entities]` | `""`    |
-| `entity_score` | float32 | `[batch, max_entities]` | 0       |
-
-`max_words` and `max_entities` are the largest counts in the batch (0 when there
-are none). `word_score` is the softmax probability of the word's tag;
-`entity_score` the mean of `word_score` over the entity's words. Entities come in
-sentence order; `entity_text` is `sentence[entity_start:entity_end]`, and its type
-is the tag's type (`PER`), or the whole tag for raw tags.
+The task holds the settings, the tag set and the contract; each step's work lives
+beside it: `options`, `reader` (the column files), `features` (sentences -> labelled
+windows), `answers` (window logits -> a tag per word), `metrics` (conlleval's entity
+F1), `prediction_file` (conlleval's input) and `serving`.
 
 Example:
 
@@ -65,16 +40,17 @@ import os
 from collections.abc import Sequence
 
 import keras
-import numpy as np
 import tensorflow as tf
 
-from keras_bert_zoo.tasks._shared import features_in_batches, find_split_file, named_texts
+from keras_bert_zoo.tasks._shared import find_split_file
 from keras_bert_zoo.tasks.distillation import (
     SOFT_TOKEN_CLASSES,
     TRANSFER_EXAMPLE_ID,
     SoftTargetKind,
 )
 from keras_bert_zoo.tasks.registry import register_task
+from keras_bert_zoo.tasks.tagging.answers import word_tags
+from keras_bert_zoo.tasks.tagging.features import all_tagged, tagged_windows
 from keras_bert_zoo.tasks.tagging.metrics import (
     IGNORED_LABEL,
     OUTSIDE,
@@ -83,33 +59,26 @@ from keras_bert_zoo.tasks.tagging.metrics import (
     conll_report,
     detect_tag_scheme,
 )
+from keras_bert_zoo.tasks.tagging.options import TOKEN_CLASSIFICATION_OPTIONS
+from keras_bert_zoo.tasks.tagging.prediction_file import write_conll_predictions
 from keras_bert_zoo.tasks.tagging.preprocessor import TaggingPreprocessor, split_words
 from keras_bert_zoo.tasks.tagging.reader import (
-    DOCUMENT_START,
     TaggedSentence,
     read_column_file,
     split_blank_separated,
 )
-from keras_bert_zoo.tasks.tagging.spans import entity_spans, word_logits
-from keras_bert_zoo.tasks.task import Task, TaskOption
-from keras_bert_zoo.text.offsets import valid_utf8
-from keras_bert_zoo.utils.atomic import atomic_open
+from keras_bert_zoo.tasks.tagging.serving import answer_fn
+from keras_bert_zoo.tasks.task import Task
+from keras_bert_zoo.utils.deprecation import moved_names
 from keras_bert_zoo.utils.errors import UserError
 
-TAG_SCHEME_OPTION = TaskOption(
-    "tag_scheme",
-    "auto",
-    "Tag scheme of the data for the strict-IOB2 figures: IOB1, IOB2, raw (tags without "
-    "B-/I- prefixes) or auto (detected from the gold tags).",
-    choices=("auto", "IOB1", "IOB2", "raw"),
+# Names that moved to the modules of their concept (README, API changes); the old
+# names warn for one release.
+__getattr__ = moved_names(
+    __name__,
+    ["keras_bert_zoo.tasks.tagging.options", "keras_bert_zoo.tasks.tagging.features"],
+    only=("TAG_SCHEME_OPTION", "WINDOW_STRIDE_OPTION", "FEATURE_BATCH_SIZE"),
 )
-WINDOW_STRIDE_OPTION = TaskOption(
-    "window_stride",
-    64,
-    "WordPieces between the starts of consecutive windows of a sentence longer than "
-    "max_seq_length - 2 pieces (capped at that length: no overlap).",
-)
-FEATURE_BATCH_SIZE = 64  # sentences tokenized per preprocessor call
 
 
 @register_task("token_classification")
@@ -130,24 +99,7 @@ class TokenClassificationTask(Task):
     higher_is_better = True
     label_keys = ("label",)
     default_max_seq_length = 128
-    options = (
-        TAG_SCHEME_OPTION,
-        WINDOW_STRIDE_OPTION,
-        TaskOption("word_column", 0, "Column of the word (0-based; negative from the end)."),
-        TaskOption("tag_column", -1, "Column of the tag (0-based; negative from the end)."),
-        TaskOption(
-            "column_delimiter",
-            "auto",
-            "Column separator: space (runs of spaces and tabs; lines may mix them), tab, "
-            "or auto (tab if the first word line holds one and a field holds a space).",
-            choices=("auto", "space", "tab"),
-        ),
-        TaskOption(
-            "tag_set",
-            None,
-            "Comma-separated tags in label order; default: those of the training file.",
-        ),
-    )
+    options = TOKEN_CLASSIFICATION_OPTIONS
 
     split_files = {
         "train": ("train.txt", "train.conll", "train.tsv"),
@@ -324,32 +276,10 @@ class TokenClassificationTask(Task):
         )
 
     def features(self, examples, preprocessor, *, training: bool) -> tf.data.Dataset:
-        labelled = bool(examples) and all(example.tags is not None for example in examples)
-        lengths = [len(example.words) for example in examples]
-        flat_words = [word for example in examples for word in example.words]
-        columns = {
-            "words": tf.RaggedTensor.from_row_lengths(
-                tf.constant(flat_words, tf.string, shape=[len(flat_words)]),
-                tf.constant(lengths, tf.int64, shape=[len(lengths)]),
-            ),
-            "example_index": tf.range(len(examples), dtype=tf.int32),
-        }
-        if labelled:
-            tag_to_id = {tag: index for index, tag in enumerate(self.tags)}
-            flat_ids = []
-            for example in examples:
-                for word_number, tag in enumerate(example.tags):
-                    if tag not in tag_to_id:
-                        raise UserError(
-                            f"{example.source} (word {word_number}): unknown tag {tag!r}; "
-                            f"the tags are {list(self.tags)}"
-                        )
-                    flat_ids.append(tag_to_id[tag])
-            columns["tags"] = tf.RaggedTensor.from_row_lengths(
-                tf.constant(flat_ids, tf.int32, shape=[len(flat_ids)]),
-                tf.constant(lengths, tf.int64, shape=[len(lengths)]),
-            )
-        return features_in_batches(columns, _window_features, preprocessor, FEATURE_BATCH_SIZE)
+        """One element per window (`features.tagged_windows`): the model inputs,
+        `word_index`, `example_index` and, when every sentence is tagged, `label`."""
+        tags = self.tags if all_tagged(examples) else None
+        return tagged_windows(examples, preprocessor, tags)
 
     # === Model ===
 
@@ -377,27 +307,15 @@ class TokenClassificationTask(Task):
     # === Answers ===
 
     def postprocess(self, outputs, meta, examples) -> list[tuple[str, ...]]:
-        logits = np.asarray(outputs)
-        example_index = np.asarray(meta["example_index"])
-        word_index = np.asarray(meta["word_index"])
-        lengths = np.array([len(example.words) for example in examples], np.int64)
-        offsets = np.concatenate([[0], np.cumsum(lengths)])
-        rows, positions = np.nonzero(word_index >= 0)
-        words = offsets[example_index[rows]] + word_index[rows, positions]
-        predicted = np.full(offsets[-1], -1, np.int64)
-        predicted[words] = logits[rows, positions].argmax(axis=-1)
-        counts = np.bincount(words, minlength=offsets[-1])
-        if offsets[-1] and (counts.min() != 1 or counts.max() != 1):
-            missing = int(np.argmin(counts))
-            raise RuntimeError(
-                f"{self.task_name}: word {missing} of the batch was read "
-                f"{counts[missing]} times; features and examples do not match"
-            )
-        tags = np.array(self.tags, dtype=object)
-        return [
-            tuple(tags[predicted[offsets[i] : offsets[i + 1]]].tolist())
-            for i in range(len(examples))
-        ]
+        """One tag per original word (`answers.word_tags`)."""
+        return word_tags(
+            outputs,
+            meta["example_index"],
+            meta["word_index"],
+            examples,
+            self.tags,
+            task_name=self.task_name,
+        )
 
     def tag_scheme(self, examples) -> str:
         """The scheme `evaluate` reads `examples` with: the option, else detected."""
@@ -430,37 +348,10 @@ class TokenClassificationTask(Task):
         return conll_report(gold, predicted, self.tag_scheme(examples))
 
     def write_predictions(self, answers, examples, output_dir: str, split: str) -> list[str]:
-        """Writes `predictions_{split}.txt`: conlleval's input.
-
-        One line per original word, `word gold predicted` (`word predicted` for an
-        unlabelled split), space-separated (tab-separated when a word holds a space),
-        a blank line after each sentence, and each `-DOCSTART-` line of the input
-        written back as `-DOCSTART- O O` followed by a blank line. Score it with
-        `conlleval < predictions_dev.txt` (add `-d "\\t"` for a tab-separated file).
-        """
-        if len(answers) != len(examples):
-            raise UserError(f"{len(answers)} answers for {len(examples)} examples")
-        labelled = all(example.tags is not None for example in examples)
-        spaced = any(" " in word for example in examples for word in example.words)
-        delimiter = "\t" if spaced else " "
-        outside = [OUTSIDE] * (2 if labelled else 1)
+        """Writes `predictions_{split}.txt`: conlleval's input, one line per original
+        word, `word gold predicted` (see `prediction_file`)."""
         path = os.path.join(output_dir, f"predictions_{split}.txt")
-        with atomic_open(path, encoding="utf-8") as f:
-            for example, answer in zip(examples, answers, strict=True):
-                if len(answer) != len(example.words):
-                    raise UserError(
-                        f"{example.source}: {len(answer)} predicted tags for "
-                        f"{len(example.words)} words"
-                    )
-                for _ in range(example.documents_before):
-                    f.write(delimiter.join([DOCUMENT_START, *outside]) + "\n\n")
-                for index, (word, predicted) in enumerate(zip(example.words, answer, strict=True)):
-                    columns = (
-                        [word, example.tags[index], predicted] if labelled else [word, predicted]
-                    )
-                    f.write(delimiter.join(columns) + "\n")
-                f.write("\n")
-        return [path]
+        return [write_conll_predictions(answers, examples, path)]
 
     # === Raw text ===
 
@@ -516,93 +407,13 @@ class TokenClassificationTask(Task):
     # === Serving ===
 
     def serving_outputs(self, model, preprocessor):
-        """`fn(sentence)`: raw sentences (string `[batch]`) -> words, tags and entities.
-
-        See the module docstring for the output schema. The words are those of
-        `split_words`; their tags are what `postprocess` answers for them, and the
-        entities those `metrics.entities` reads from the tags (`entity_spans`).
-        """
-        tags = list(self.tags)
-        tag_scheme = self.training_tag_scheme
-        input_names = self.model_input_names()
-
-        def serve(*args, **kwargs):
-            (sentence,) = named_texts(self.text_fields, args, kwargs)
-            text = valid_utf8(tf.convert_to_tensor(sentence))
-            words, starts, ends = split_words(text)
-            windows = preprocessor(words)
-            logits = model({name: windows[name] for name in input_names}, training=False)
-            logits = word_logits(windows, tf.cast(logits, tf.float32), words)
-            tag_ids = tf.argmax(logits.flat_values, axis=-1, output_type=tf.int32)
-            tag_probability = tf.reduce_max(tf.nn.softmax(logits.flat_values, axis=-1), axis=-1)
-            tag_ids = words.with_flat_values(tag_ids)
-            batch = tf.shape(text, out_type=tf.int64)[0]
-
-            entities = entity_spans(tag_ids, tags, tag_scheme)
-            first = tf.gather(words.row_starts(), entities["sentence"]) + entities["first_word"]
-            last = tf.gather(words.row_starts(), entities["sentence"]) + entities["last_word"]
-            entity_start = tf.gather(starts.flat_values, first)
-            entity_end = tf.gather(ends.flat_values, last)
-            entity_words = tf.ragged.range(first, last + 1)
-            entity_score = tf.reduce_mean(
-                entity_words.with_flat_values(tf.gather(tag_probability, entity_words.flat_values)),
-                axis=1,
-            )
-            entity_text = tf.strings.substr(
-                tf.gather(text, entities["sentence"]),
-                entity_start,
-                entity_end - entity_start,
-                unit="UTF8_CHAR",
-            )
-
-            def per_entity(values, padding):
-                return tf.RaggedTensor.from_value_rowids(
-                    values, entities["sentence"], nrows=batch
-                ).to_tensor(padding)
-
-            def per_word(ragged, padding):
-                return ragged.to_tensor(padding)
-
-            return {
-                "word_count": tf.cast(words.row_lengths(), tf.int32),
-                "words": per_word(words, ""),
-                "word_start": per_word(tf.cast(starts, tf.int32), -1),
-                "word_end": per_word(tf.cast(ends, tf.int32), -1),
-                "word_tags": per_word(tf.gather(tf.constant(tags), tag_ids), ""),
-                "word_score": per_word(words.with_flat_values(tag_probability), 0.0),
-                "entity_count": tf.math.bincount(
-                    tf.cast(entities["sentence"], tf.int32),
-                    minlength=tf.cast(batch, tf.int32),
-                    maxlength=tf.cast(batch, tf.int32),
-                    dtype=tf.int32,
-                ),
-                "entity_type": per_entity(entities["type"], ""),
-                "entity_start": per_entity(tf.cast(entity_start, tf.int32), -1),
-                "entity_end": per_entity(tf.cast(entity_end, tf.int32), -1),
-                "entity_text": per_entity(entity_text, ""),
-                "entity_score": per_entity(entity_score, 0.0),
-            }
-
-        return serve
-
-
-def _window_features(batch, preprocessor):
-    """A batch of sentences -> one row per window, with labels and metadata."""
-    windows = dict(preprocessor(batch["words"]))
-    sentence = windows.pop("sentence_index")
-    word_index = windows["word_index"]
-    features = {
-        **windows,
-        "example_index": tf.gather(batch["example_index"], sentence),
-    }
-    if "tags" in batch:
-        tags = batch["tags"]
-        # One IGNORED_LABEL appended so positions without a word gather something.
-        flat_tags = tf.concat([tags.flat_values, [IGNORED_LABEL]], axis=0)
-        flat_index = tf.where(
-            word_index >= 0,
-            tf.cast(tf.gather(tags.row_starts(), sentence), tf.int32)[:, tf.newaxis] + word_index,
-            tf.size(tags.flat_values),
+        """`fn(sentence)`: raw sentences (string `[batch]`) -> words, tags and entities
+        (`serving.answer_fn`, which gives the output schema)."""
+        return answer_fn(
+            model,
+            preprocessor,
+            text_fields=self.text_fields,
+            input_names=self.model_input_names(),
+            tags=self.tags,
+            tag_scheme=self.training_tag_scheme,
         )
-        features["label"] = tf.gather(flat_tags, flat_index)
-    return features
