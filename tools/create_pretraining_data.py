@@ -3,8 +3,9 @@
 google-research/bert's create_pretraining_data.py flags, names and defaults, plus
 parallelism and streaming. Inputs are plain text (one sentence per line, a blank line
 between documents) or MediaWiki XML dumps (``.xml``/``.xml.bz2``; articles only,
-markup stripped, sentences split), detected by content. The records have the
-original feature names and layout.
+markup stripped, sentences split in every script), bz2/gzip/xz-compressed or not, UTF-8
+or UTF-16 with a byte-order mark, all detected by content (tools/build_vocab.py reads
+them the same way). The records have the original feature names and layout.
 
 Usage:
     python tools/create_pretraining_data.py \
