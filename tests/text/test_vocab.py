@@ -143,3 +143,16 @@ def test_build_vocab_reads_dumps_and_compressed_text_as_the_creator_does(tmp_pat
     (tmp_path / "cut.xml.bz2").write_bytes(data[: len(data) // 2])
     with pytest.raises(corpus.CorpusError, match=r"cut\.xml\.bz2: the bz2 stream ends early"):
         learn_vocabulary(f"{tmp_path}/cut.xml.bz2", vocab_size=400, lowercase=True)
+
+
+def test_uncased_strips_the_accents_the_readme_says_it_does():
+    """README "Pretraining", other languages: uncased lower-cases, decomposes (NFD) and
+    drops the combining marks, so Той becomes тои (й loses its breve), ёж еж, Όλοι ολοι,
+    and Devanagari loses its vowel signs and virama; cased keeps every word as written."""
+    words = {"Той": "тои", "ёж": "еж", "Όλοι": "ολοι", "मनुष्यों": "मनषयो"}
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words.values(), *words]
+    text = tf.constant([" ".join(words)])
+    uncased = BertTokenizer(vocabulary=tokens, lowercase=True).tokenize(text)
+    assert [tokens[i] for i in uncased.flat_values.numpy()] == list(words.values())
+    cased = BertTokenizer(vocabulary=tokens, lowercase=False).tokenize(text)
+    assert [tokens[i] for i in cased.flat_values.numpy()] == list(words)
