@@ -30,9 +30,9 @@ The export functions of the previous release (`export_saved_model`,
 `DeprecationWarning` (`deprecated.py`).
 """
 
-# The deprecated module paths first: importing `serving.export` (the old module) binds
-# the package's attribute `export` to it; it is callable as the function for this
-# release (see export.py).
+# `export`, `hub`, `litert`, `onnx_export`: the deprecated module paths, shims for one
+# release. Importing the module `serving.export` binds the package's attribute `export`
+# to it, so that module is callable as the function `registry.export` (see export.py).
 from keras_bert_zoo.serving import (  # noqa: F401
     export,
     hub,

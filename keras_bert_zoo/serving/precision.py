@@ -1,6 +1,6 @@
 """The precision an export computes in: float32, or bfloat16 where the hardware has it.
 
-`export_saved_model(..., precision=...)` and `tools/export_saved_model.py
+`serving.export(..., precision=...)` and `tools/export_saved_model.py
 --precision=auto|float32|bfloat16`. `"bfloat16"` serves a copy of the model whose
 `BertEncoder` runs under the `bfloat16` policy and everything else under
 `mixed_bfloat16`: the encoder's weights are stored in bfloat16 (the float32 values

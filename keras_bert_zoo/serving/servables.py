@@ -276,7 +276,7 @@ def pretrained_servable(
 ):
     """`(servable, model, tokenizer)` of a pretrained checkpoint (Google or Hugging Face
     layout, with its `vocab.txt`) as an `"encoder"` or a `"masked_lm"`, as
-    `export.export_pretrained` serves it."""
+    `serving.export` of a `sources.PretrainedSource` serves it."""
     from keras_bert_zoo.checkpoints import from_pretrained
     from keras_bert_zoo.text import BertTokenizer
 

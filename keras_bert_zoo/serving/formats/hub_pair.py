@@ -249,15 +249,19 @@ def hub_encoder_description(model) -> dict:
     }
 
 
-def _verify(preprocessor_dir, encoder_dir, model, tokenizer, seq_length) -> None:
+def _verify(preprocessor_dir, encoder_dir, model, graph, tokenizer, seq_length) -> None:
     """The reloaded pair against the Keras layers on the warmup texts: the
     preprocessor's ids against `BertPreprocessor`'s, the encoder's outputs on them
-    against the model's."""
+    against the model's (in bfloat16, against `graph`, the encoder object saved: its
+    fused kernels round differently from eager ops, as a SavedModel's do)."""
     texts = tf.constant(list(common.DEFAULT_WARMUP_TEXTS))
     ids = BertPreprocessor(tokenizer, sequence_length=seq_length)(texts)
     encoder, _ = _encoder_and_pretrainer(model)
+    if keras.backend.standardize_dtype(encoder.compute_dtype) == "float32":
+        want = _encoder_outputs(encoder(ids, training=False))
+    else:
+        want = graph.__call__(ids)
     keys = ("sequence_output", "pooled_output")
-    want = _encoder_outputs(encoder(ids, training=False))
     got = tf.saved_model.load(encoder_dir)(ids)
     problems = common.output_problems(
         common.numpy_outputs(ids),
@@ -310,7 +314,7 @@ class HubPairExporter(Exporter):
             tf.saved_model.save(encoder, encoder_dir, signatures=encoder_signatures)
             common.write_export_manifests(encoder_dir, hub_encoder_description(model))
             if verify:
-                _verify(preprocessor_dir, encoder_dir, model, tokenizer, seq_length)
+                _verify(preprocessor_dir, encoder_dir, model, encoder, tokenizer, seq_length)
         path = os.path.abspath(os.fspath(output_dir))
         return HubPairExport(
             path, os.path.join(path, PREPROCESSOR_DIR), os.path.join(path, ENCODER_DIR)

@@ -290,7 +290,7 @@ def _publish(version_dir, graph: _Graph, logs, expected, description, *, overwri
 def _servable(task):
     if not isinstance(task, Servable):
         raise TypeError(
-            f"export_saved_model serves a keras_bert_zoo.tasks.servable.Servable (a Task, "
+            f"a SavedModel serves a keras_bert_zoo.tasks.servable.Servable (a Task, "
             f"EncoderServable or MaskedLMServable), got {type(task).__name__}"
         )
     return task
