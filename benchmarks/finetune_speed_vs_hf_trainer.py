@@ -90,7 +90,7 @@ if REPO not in sys.path:
 
 from benchmarks import _finetune_families  # noqa: E402
 
-TOOL = os.path.join(REPO, "tools", "run_finetuning.py")
+TOOL = os.path.join("tools", "run_finetuning.py")  # run from the repository root, as the README
 HF_WORKER = os.path.join(REPO, "benchmarks", "_hf_trainer_finetune.py")
 INSTALLED_CHECKPOINT = "all-MiniLM-L6-v2"  # the name the README gives --init_checkpoint
 HF_CONFIGS = {
@@ -272,12 +272,13 @@ class Process:
 
 
 def run_process(command: list[str], env: dict, log_path: str) -> Process:
-    """Runs `command` with its output in `log_path`; samples the tree's memory."""
+    """Runs `command` in the repository root with its output in `log_path`; samples the
+    tree's memory."""
     import psutil
 
     start = time.perf_counter()
     with open(log_path, "w", encoding="utf-8") as log:
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
     tree_peak = [0]
     done = threading.Event()
 
@@ -474,7 +475,7 @@ def run_ours(args, family, config, flags, env, round_index, seed, run_dir) -> Ru
     run = Run(family.name, config, round_index, seed, process.returncode == 0)
     run.wall_seconds, run.peak_rss = process.seconds, process.peak_rss
     run.peak_tree_rss = process.peak_tree_rss
-    run.details["command"] = shlex.join(command[1:])
+    run.details["command"] = shlex.join(["python", *command[1:]])
     with open(log_path, encoding="utf-8", errors="replace") as f:
         log_text = f.read()
     run.details["tool_lines"] = [
