@@ -473,3 +473,24 @@ def test_every_sentence_option_is_a_flag_the_binaries_can_declare():
         assert name in options
     assert options["heldout_seed"].default == 12345
     assert options["input_format"].choices == ("auto", "tsv", "csv", "fasttext")
+
+
+def test_a_missing_column_names_the_flag_that_names_it(tmp_path):
+    """A file whose columns are not the task's defaults: the message lists the file's
+    columns and the flag to pass (issue 47: it listed the columns only)."""
+    (tmp_path / "train.csv").write_text("review,category\nA fine film.,pos\n", encoding="utf-8")
+    task = tasks.create_task("text_classification", data_dir=str(tmp_path), text_column="review")
+    with pytest.raises(
+        InputFileError,
+        match=r"train.csv:1: the header has no column 'label' \(its columns are \['review', "
+        r"'category'\]\); pass --label_column with the column's name$",
+    ):
+        task.read("train")
+    task = tasks.create_task("text_classification", data_dir=str(tmp_path), label_column="category")
+    with pytest.raises(InputFileError, match=r"no column 'text' .*; pass --text_column with"):
+        task.read("train")
+    task = tasks.create_task(
+        "text_classification", data_dir=str(tmp_path), text_column="review", label_columns="a,b"
+    )
+    with pytest.raises(InputFileError, match=r"no column 'a' .*; pass --label_columns with"):
+        task.read("train")

@@ -84,13 +84,23 @@ class Table:
     header: tuple[str, ...] | None
     rows: list[tuple[int, tuple[str, ...]]]
 
-    def column_index(self, column: str | int, *, required: bool = True) -> int | None:
+    def column_index(
+        self, column: str | int, *, required: bool = True, option: str | None = None
+    ) -> int | None:
         """Position of `column`: a header name, or a 0-based position (an int, or digits
         that are not a column name).
 
+        Args:
+            column: the name or position.
+            required: whether a missing column is an error (else None).
+            option: the task option (and flag) that names the column, `label_column`:
+                the message of a missing column says to pass it.
+
         Returns None for a missing optional column; a missing required column raises
-        `InputFileError` listing the columns the file has.
+        `InputFileError` listing the columns the file has (and the flag that names it).
         """
+        # The flag to pass, which is what the user can change without editing the file.
+        fix = f"; pass --{option} with the column's name" if option else ""
         if isinstance(column, int) or (self.header is None and str(column).isdigit()):
             index = int(column)
             width = len(self.header) if self.header else len(self.rows[0][1]) if self.rows else 0
@@ -99,7 +109,8 @@ class Table:
             if not required:
                 return None
             raise InputFileError(
-                f"{self.path}: column {index} does not exist (the rows have {width} columns)"
+                f"{self.path}: column {index} does not exist (the rows have {width} "
+                f"columns){fix.replace('name', 'number')}"
             )
         if self.header is not None and column in self.header:
             return self.header.index(column)
@@ -108,13 +119,14 @@ class Table:
         if not required:
             return None
         if self.header is None:
+            flag = f" (--{option}=0, 1, ...)" if option else ""
             raise InputFileError(
                 f"{self.path}: the file has no header line, so column {column!r} must be "
-                "given as a 0-based column number"
+                f"given as a 0-based column number{flag}"
             )
         raise InputFileError(
             f"{self.path}:1: the header has no column {column!r} (its columns are "
-            f"{list(self.header)})"
+            f"{list(self.header)}){fix}"
         )
 
 

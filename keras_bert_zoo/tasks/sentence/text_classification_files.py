@@ -173,13 +173,17 @@ class TextClassificationFiles:
             quoting=file_format == "csv",
             description=f"{self.task_name} {file_format.upper()} file",
         )
-        columns = [options["text_column"]]
+        columns = {"text_column": options["text_column"]}
         if options["text_pair_column"]:
-            columns.append(options["text_pair_column"])
-        text_positions = [table.column_index(column) for column in columns]
+            columns["text_pair_column"] = options["text_pair_column"]
+        text_positions = [
+            table.column_index(column, option=option) for option, column in columns.items()
+        ]
         if self.settings.label_columns is not None:
             return self._label_column_rows(table, text_positions, labelled)
-        label_position = table.column_index(options["label_column"], required=labelled)
+        label_position = table.column_index(
+            options["label_column"], required=labelled, option="label_column"
+        )
         return [
             (
                 line,
@@ -192,11 +196,17 @@ class TextClassificationFiles:
     def _label_column_rows(self, table, text_positions, labelled: bool):
         """Rows of a file with one 0/1 column per label (`label_columns`)."""
         label_columns = self.settings.label_columns
-        positions = [table.column_index(column, required=labelled) for column in label_columns]
+        positions = [
+            table.column_index(column, required=labelled, option="label_columns")
+            for column in label_columns
+        ]
         present = [position is not None for position in positions]
         if any(present) and not all(present):
             missing = [c for c, p in zip(label_columns, present, strict=True) if not p]
-            raise InputFileError(f"{table.path}:1: the label column(s) {missing} are missing")
+            raise InputFileError(
+                f"{table.path}:1: the label column(s) {missing} are missing (its columns are "
+                f"{list(table.header or ())}); pass --label_columns with the columns' names"
+            )
         rows = []
         for line, fields in table.rows:
             texts = tuple(fields[position] for position in text_positions)
