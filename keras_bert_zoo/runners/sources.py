@@ -259,8 +259,9 @@ def resolve_weight_source(
     if given in list_presets():
         return WeightSource(PRESET, given, given, None)
     raise FileNotFoundError(
-        f"{flag}={given}: no such file or directory, and not a preset name "
-        f"({', '.join(list_presets())})"
+        f"{flag}={given}: no such file or directory, not the name of an installed checkpoint "
+        f"({', '.join(list_installed_checkpoints()) or 'none installed'}) and not a preset "
+        f"name ({', '.join(list_presets())})"
     )
 
 
