@@ -42,10 +42,16 @@ from keras_bert_zoo.serving import registry  # noqa: E402
 from keras_bert_zoo.utils import cli  # noqa: E402
 
 _FINETUNED_DIR = flags.DEFINE_string(
-    "finetuned_dir", None, "A fine-tuned model directory (model.keras, vocab.txt, task.json)."
+    "finetuned_dir",
+    None,
+    "A fine-tuned model directory (model.keras, vocab.txt, task.json), or a fine-tuning "
+    "run's --output_dir (its finetuned/).",
 )
 _PRETRAINED_DIR = flags.DEFINE_string(
-    "pretrained_dir", None, "A Google or Hugging Face BERT checkpoint directory with vocab.txt."
+    "pretrained_dir",
+    None,
+    "A Google or Hugging Face BERT checkpoint directory with vocab.txt, or a pretraining "
+    "run's --output_dir (its export_google/ or export_huggingface/).",
 )
 # Each source flag and what it makes of its directory.
 _SOURCES = (

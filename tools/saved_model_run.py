@@ -1,8 +1,12 @@
 """Prints an export's signatures and the ops it needs, and answers raw text with it.
 
 Like `saved_model_cli show` + `run`, but the inputs are strings: each --input gives
-one text of a field (repeat a field for a batch), or --input_file a TSV with the
-field names on its first line. The answers come from the SavedModel loaded with
+one text of a field (repeat a field for a batch), or --input_file a file of rows: TSV
+or CSV with the field names on its first line, or JSON lines (one object a line,
+{"field": "text"}). It prints each row's answers (probabilities also beside the label
+names the export describes), or with --output=json one JSON object a row and nothing
+else; --describe prints the export's signatures and ops first, --show_only alone.
+The answers come from the SavedModel loaded with
 tf.saved_model.load, or from the C++ TF Serving loader program with --cpp_runner
 (build it with --build_cpp_runner=PATH). --saved_model may also name a LiteRT or ONNX
 export of export_saved_model.py --format=litert|onnx (its .tflite / .onnx file or its
@@ -14,6 +18,8 @@ Usage:
       --input="sentence=a gripping, funny film" --input="sentence=a tedious mess"
   python tools/saved_model_run.py --saved_model=exports/squad/3 \
       --input="question=Who won?" --input="context=Ada won the race in 1842."
+  python tools/saved_model_run.py --saved_model=exports/sst2 --input_file=reviews.csv \
+      --output=json
   python tools/saved_model_run.py --saved_model=exports/sst2 --show_only
   python tools/saved_model_run.py --saved_model=hub/bert --show_only  # a hub pair
   python tools/saved_model_run.py --saved_model=exports/sst2_litert/model.tflite \
@@ -27,9 +33,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ logs: TF_
 from absl import app, flags  # noqa: E402
 
 from keras_bert_zoo import serving  # noqa: E402
-from keras_bert_zoo.serving import loading  # noqa: E402
+from keras_bert_zoo.serving import client, loading  # noqa: E402
 from keras_bert_zoo.utils import cli  # noqa: E402
-from keras_bert_zoo.utils.errors import UserError
 
 _SAVED_MODEL = flags.DEFINE_string(
     "saved_model",
@@ -43,9 +48,20 @@ _INPUT = flags.DEFINE_multi_string(
     "input", [], "FIELD=TEXT; repeat a field for more rows (in order)."
 )
 _INPUT_FILE = flags.DEFINE_string(
-    "input_file", None, "UTF-8 TSV: the field names, then one row per line."
+    "input_file",
+    None,
+    "UTF-8 rows to answer, by extension: .csv (CSV) or .tsv (TSV), the field names on the "
+    'first line; .jsonl (one JSON object a line, {"field": "text"}).',
 )
 _SHOW_ONLY = flags.DEFINE_bool("show_only", False, "Print the signatures and ops only.")
+_DESCRIBE = flags.DEFINE_bool("describe", False, "Print the signatures and ops before the answers.")
+_OUTPUT = flags.DEFINE_enum(
+    "output",
+    "text",
+    ["text", "json"],
+    "text: a block of `answer: value` lines a row; json: one JSON object a row (the "
+    "probabilities as {label: probability}) and nothing else on stdout.",
+)
 _CPP_RUNNER = flags.DEFINE_string(
     "cpp_runner", None, "Run through this compiled C++ loader program instead of Python."
 )
@@ -62,19 +78,8 @@ def _inputs():
             raise app.UsageError(f"--input={item!r}: expected FIELD=TEXT")
         columns.setdefault(field, []).append(text)
     if _INPUT_FILE.value:
-        with open(_INPUT_FILE.value, encoding="utf-8") as f:
-            lines = [line.rstrip("\n") for line in f if line.strip("\n")]
-        if len(lines) < 2:
-            raise UserError(f"--input_file={_INPUT_FILE.value}: a header and rows needed")
-        header = lines[0].split("\t")
-        for number, line in enumerate(lines[1:], start=2):
-            cells = line.split("\t")
-            if len(cells) != len(header):
-                raise UserError(
-                    f"{_INPUT_FILE.value}:{number}: {len(cells)} columns, header has {len(header)}"
-                )
-            for field, cell in zip(header, cells, strict=True):
-                columns.setdefault(field, []).append(cell)
+        for field, texts in client.read_requests(_INPUT_FILE.value).items():
+            columns.setdefault(field, []).extend(texts)
     lengths = {field: len(values) for field, values in columns.items()}
     if len(set(lengths.values())) > 1:
         raise app.UsageError(f"Every field needs the same number of texts: {lengths}")
@@ -104,11 +109,12 @@ def main(argv):
     # A request the export cannot take ends in one line, before the description and
     # before anything loads.
     loading.check_request(path, _SIGNATURE.value, inputs)
-    print(serving.describe_export(path))
+    _print_header(serving.describe_export(path) if _DESCRIBE.value else f"SavedModel: {path}")
     runner = _CPP_RUNNER.value
     if _BUILD_CPP_RUNNER.value:
         runner = serving.native.compile_runner(_BUILD_CPP_RUNNER.value)
-    print(f"\nrequest: {_SIGNATURE.value} on {len(next(iter(inputs.values())))} row(s)")
+    rows = len(next(iter(inputs.values())))
+    _print_header(f"{_gap()}request: {_SIGNATURE.value} on {rows} row(s)")
     if runner:
         manifest = serving.ops.read_op_manifest(path)
         outputs = serving.native.run_saved_model(
@@ -118,10 +124,29 @@ def main(argv):
             signature=_SIGNATURE.value,
             op_libraries=serving.ops.library_paths(manifest),
         )
-        print(f"answered by the C++ loader {runner}")
+        _print_header(f"answered by the C++ loader {runner}")
     else:
         outputs = serving.load_served_model(path, _SIGNATURE.value)(**inputs)
-    print(serving.format_answers(outputs))
+    _print_answers(outputs, client.label_names_of(path))
+
+
+def _gap() -> str:
+    """A blank line between the description (--describe) and the request."""
+    return "\n" if _DESCRIBE.value else ""
+
+
+def _print_header(text: str) -> None:
+    """What the text output says before the answers (nothing of it with --output=json)."""
+    if _OUTPUT.value == "text":
+        print(text)
+
+
+def _print_answers(outputs, label_names) -> None:
+    if _OUTPUT.value == "json":
+        for line in client.answers_as_json(outputs, label_names):
+            print(line)
+    else:
+        print(client.format_answers(outputs, label_names=label_names))
 
 
 def _run_portable(path):
@@ -141,9 +166,10 @@ def _run_portable(path):
     model_path = os.path.join(directory, sidecar["model_file"])
     loading.check_input_names(model_path, "raw text", inputs, sidecar["text_fields"])
     model = serving.load_portable_model(path)
-    print(description)
-    print(f"\nrequest: {len(next(iter(inputs.values())))} row(s) of raw text")
-    print(serving.format_answers(model(**inputs)))
+    _print_header(description if _DESCRIBE.value else description.splitlines()[0])
+    rows = len(next(iter(inputs.values())))
+    _print_header(f"{_gap()}request: {rows} row(s) of raw text")
+    _print_answers(model(**inputs), client.label_names_of(path))
 
 
 def run():

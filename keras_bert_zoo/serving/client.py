@@ -17,6 +17,7 @@ for answer in answers:
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -36,6 +37,7 @@ from keras_bert_zoo.serving.layout import (
     read_export_description,
 )
 from keras_bert_zoo.serving.loading import load_served_model, python_value, resolve_export
+from keras_bert_zoo.tasks.servable import PROBABILITIES_ANSWER
 from keras_bert_zoo.utils.deprecation import moved_names
 
 logger = logging.getLogger(__name__)
@@ -169,18 +171,117 @@ def describe_export(path: str) -> str:
     return "\n".join(lines)
 
 
-def format_answers(outputs: Mapping[str, np.ndarray], max_chars: int = 400) -> str:
-    """One block per row of a batch of outputs: `key: value` lines."""
+def _by_label(key: str, value: Any, label_names: Sequence[str] | None) -> bool:
+    """Whether `value`, one row's `key` answer, holds one number per label."""
+    return (
+        key == PROBABILITIES_ANSWER
+        and label_names is not None
+        and isinstance(value, list)
+        and len(value) == len(label_names)
+    )
+
+
+def format_answers(
+    outputs: Mapping[str, np.ndarray],
+    max_chars: int = 400,
+    label_names: Sequence[str] | None = None,
+) -> str:
+    """One block per row of a batch of outputs: `key: value` lines; with `label_names`
+    (the export's, `label_names_of`), the probabilities again beside their labels."""
     rows = len(next(iter(outputs.values()))) if outputs else 0
     lines = []
     for row in range(rows):
         lines.append(f"[{row}]")
         for key in sorted(outputs):
-            text = repr(python_value(np.asarray(outputs[key])[row]))
+            value = python_value(np.asarray(outputs[key])[row])
+            text = repr(value)
             if len(text) > max_chars:
                 text = text[: max_chars - 3] + "..."
             lines.append(f"  {key}: {text}")
+            if _by_label(key, value, label_names):
+                pairs = "  ".join(
+                    f"{name} {number:.4f}" for name, number in zip(label_names, value, strict=True)
+                )
+                lines.append(f"  {key} by label: {pairs}")
     return "\n".join(lines)
+
+
+def answers_as_json(
+    outputs: Mapping[str, np.ndarray], label_names: Sequence[str] | None = None
+) -> list[str]:
+    """One JSON object per row of a batch of outputs (`--output=json`): each answer as
+    plain JSON values, the probabilities as `{label: probability}` when `label_names`
+    (the export's) name them."""
+    rows = len(next(iter(outputs.values()))) if outputs else 0
+    lines = []
+    for row in range(rows):
+        answer = {}
+        for key in sorted(outputs):
+            value = python_value(np.asarray(outputs[key])[row])
+            if _by_label(key, value, label_names):
+                value = dict(zip(label_names, value, strict=True))
+            answer[key] = value
+        lines.append(json.dumps(answer, ensure_ascii=False))
+    return lines
+
+
+def label_names_of(path: str) -> tuple[str, ...] | None:
+    """The label names an export describes (a SavedModel's `export.json`, a LiteRT /
+    ONNX sidecar), in the order of its probabilities; None when it has none."""
+    try:
+        if os.path.isfile(os.path.join(path, "saved_model.pb")):
+            description = read_export_description(path)
+        else:
+            description = resolve_export(path)[1]
+    except (FileNotFoundError, ValueError):
+        return None
+    names = description.get("label_names")
+    return tuple(names) if names else None
+
+
+def read_requests(path: str) -> dict[str, list[str]]:
+    """The rows of a request file, `{field: [text per row]}`, by its extension: `.csv`
+    (CSV, quoted fields as a spreadsheet writes them), `.jsonl` / `.json` / `.ndjson`
+    (one JSON object a line, `{"field": "text", ...}`), else TSV; the delimited files
+    name the fields on their first line. A malformed file is an `InputFileError`
+    naming its line."""
+    from keras_bert_zoo.tasks.sentence.readers import (
+        InputFileError,
+        numbered_lines,
+        read_delimited,
+        read_text,
+    )
+
+    extension = os.path.splitext(path)[1].lower()
+    if extension in (".jsonl", ".json", ".ndjson"):
+        rows = []
+        for number, line in numbered_lines(read_text(path, description="JSON lines request")):
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise InputFileError(f"{path}:{number}: not a JSON object ({error})") from None
+            if not isinstance(row, dict) or not all(isinstance(v, str) for v in row.values()):
+                raise InputFileError(
+                    f'{path}:{number}: expected an object of texts, {{"field": "text", ...}}'
+                )
+            if rows and set(row) != set(rows[0][1]):
+                raise InputFileError(
+                    f"{path}:{number}: fields {sorted(row)}, line {rows[0][0]} has "
+                    f"{sorted(rows[0][1])}"
+                )
+            rows.append((number, row))
+        return {field: [row[field] for _, row in rows] for field in rows[0][1]}
+    csv_file = extension == ".csv"
+    table = read_delimited(
+        path,
+        delimiter="," if csv_file else "\t",
+        quoting=csv_file,
+        description=f"request {'CSV' if csv_file else 'TSV'} file (the field names, then rows)",
+    )
+    return {
+        field: [fields[position] for _, fields in table.rows]
+        for position, field in enumerate(table.header)
+    }
 
 
 def describe_portable(path: str) -> str:

@@ -15,10 +15,13 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from typing import Any, ClassVar
 
 from keras_bert_zoo.serving.exporter import Option, OptionError
+
+logger = logging.getLogger(__name__)
 
 TASK = "task"
 ENCODER = "encoder"
@@ -83,8 +86,10 @@ class ModelSource:
 
 class FinetunedSource:
     """A fine-tuned model: a directory `tasks.save_finetuned` wrote (model.keras,
-    vocab.txt, task.json) or a loaded `tasks.FinetunedModel`. Its export's default
-    model name is the task name with `/` replaced by `_` (`glue_sst2`).
+    vocab.txt, task.json), a fine-tuning run's `--output_dir` (its `finetuned/`, the
+    model `run_finetuning --mode=export` exports) or a loaded `tasks.FinetunedModel`.
+    Its export's default model name is the task name with `/` replaced by `_`
+    (`glue_sst2`).
 
     Args:
         finetuned: the directory or the `FinetunedModel`.
@@ -104,7 +109,7 @@ class FinetunedSource:
         check_kind(self, kind)
         finetuned = self.finetuned
         if not isinstance(finetuned, FinetunedModel):
-            finetuned = load_finetuned(os.fspath(finetuned))
+            finetuned = load_finetuned(model_dir_of_run(os.fspath(finetuned)))
         return ModelSource(
             finetuned.task,
             finetuned.model,
@@ -115,10 +120,12 @@ class FinetunedSource:
 
 
 class PretrainedSource:
-    """A pretrained checkpoint (Google or Hugging Face layout, with its `vocab.txt`).
+    """A pretrained checkpoint (Google or Hugging Face layout, with its `vocab.txt`), or
+    a pretraining run's `--output_dir` (the checkpoint layout it wrote at its end,
+    `export_google/` or `export_huggingface/`).
 
     Args:
-        checkpoint_dir: str. The checkpoint directory.
+        checkpoint_dir: str. The checkpoint directory or the run directory.
         max_seq_length: int. The packed length served.
         top_k: int. masked_lm: fill-ins per `[MASK]`.
         text_fields: the 1-3 text inputs (encoder, masked_lm).
@@ -140,7 +147,7 @@ class PretrainedSource:
         text_fields=TEXT_FIELDS.default,
         allow_partial: bool = ALLOW_PARTIAL.default,
     ):
-        self.checkpoint_dir = os.fspath(checkpoint_dir)
+        self.checkpoint_dir = checkpoint_dir_of_run(os.fspath(checkpoint_dir))
         self.max_seq_length = max_seq_length
         self.top_k = top_k
         self.text_fields = tuple(text_fields)
@@ -180,6 +187,48 @@ class PretrainedSource:
         except CheckpointError:
             model = from_pretrained(self.checkpoint_dir)
         return model, BertTokenizer(vocab)
+
+
+def model_dir_of_run(path: str) -> str:
+    """`path`, or its `finetuned/` when `path` is a fine-tuning run's `--output_dir` (its
+    task.json beside `finetuned/`, the run's model, as `run_finetuning --mode=export`
+    takes it) rather than a fine-tuned directory."""
+    from keras_bert_zoo.tasks.saving import MODEL_FILE, TASK_FILE
+    from keras_bert_zoo.utils.run_layout import FINETUNED_DIR
+
+    inner = os.path.join(path, FINETUNED_DIR)
+    if (
+        not os.path.isfile(os.path.join(path, MODEL_FILE))
+        and os.path.isfile(os.path.join(path, TASK_FILE))
+        and os.path.isfile(os.path.join(inner, MODEL_FILE))
+    ):
+        logger.info("%s is a fine-tuning run: exporting its model, %s", path, inner)
+        return inner
+    return path
+
+
+def checkpoint_dir_of_run(path: str) -> str:
+    """`path`, or the checkpoint layout a pretraining run's `--output_dir` holds
+    (`export_google/`, else `export_huggingface/`: the run's model, written at its end);
+    a run that wrote none is a `UserError` saying how to write one."""
+    from keras_bert_zoo.utils.errors import UserError
+    from keras_bert_zoo.utils.run_layout import CHECKPOINTS_DIR, CONFIG_FILE, EXPORT_DIRS
+
+    if not (
+        os.path.isfile(os.path.join(path, CONFIG_FILE))
+        and os.path.isdir(os.path.join(path, CHECKPOINTS_DIR))
+    ):
+        return path
+    for name in EXPORT_DIRS.values():
+        layout = os.path.join(path, name)
+        if os.path.isdir(layout):
+            logger.info("%s is a pretraining run: exporting its model, %s", path, layout)
+            return layout
+    raise UserError(
+        f"{path} is a pretraining run without a checkpoint layout "
+        f"({' or '.join(EXPORT_DIRS.values())}): write one with tools/run_pretraining.py "
+        f"--mode=export --output_dir={path}"
+    )
 
 
 def check_kind(source, kind: str | None) -> None:
