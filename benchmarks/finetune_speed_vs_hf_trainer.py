@@ -33,7 +33,8 @@ What is measured, each side on its own clock:
   `torch.compile` compilation included); "after warm-up" is from a callback's clock at
   every step's end, leaving out the first `--hf_warmup_steps` steps (10, the tool's
   default `--steps_per_loop`) and, with `torch_compile`, every later step in which it
-  compiled again (a new shape: an epoch's last, smaller batch, say). Ours has no such
+  compiled again (a new shape: an epoch's last, smaller batch, say; each run has an empty
+  Inductor cache of its own, so every round compiles from cold). Ours has no such
   exclusion: a loop in which the tool traces a new shape stays in. A sequence is a
   training row: a sentence, a pair, a tagged sentence's window, a question's window.
 - peak resident memory of each process: the kernel's high-water mark (`os.wait4`'s
@@ -524,7 +525,11 @@ def run_hf(args, family, config, round_index, seed, run_dir) -> Run:
         json.dump(spec, f, indent=1)
     log_path = run_dir + ".log"
     command = [sys.executable, HF_WORKER, spec_path, result_path]
-    process = run_process(command, child_env(), log_path)
+    # A cache of its own: every round compiles from cold, as a user's first run does
+    # (Inductor keeps compiled graphs in /tmp across processes otherwise).
+    cache = os.path.join(run_dir, "inductor_cache")
+    env = child_env({"TORCHINDUCTOR_CACHE_DIR": os.environ.get("TORCHINDUCTOR_CACHE_DIR", cache)})
+    process = run_process(command, env, log_path)
     run = Run(family.name, label, round_index, seed, process.returncode == 0)
     run.wall_seconds, run.peak_rss = process.seconds, process.peak_rss
     run.peak_tree_rss = process.peak_tree_rss
@@ -539,6 +544,7 @@ def run_hf(args, family, config, round_index, seed, run_dir) -> Run:
     run.details = {k: v for k, v in result.items() if k not in ("metrics", "step_seconds")}
     if not args.keep_outputs:
         shutil.rmtree(spec["output_dir"], ignore_errors=True)
+        shutil.rmtree(cache, ignore_errors=True)
     return run
 
 
