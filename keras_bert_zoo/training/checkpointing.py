@@ -28,8 +28,10 @@ cannot read (CRC mismatch, truncation) is reported by path and the previous one 
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -56,6 +58,22 @@ class CheckpointCorruptError(RuntimeError):
 
 class CheckpointMismatchError(UserError):
     """A readable checkpoint written by a different model or optimizer."""
+
+
+class CheckpointDiskFullError(UserError):
+    """The disk filled while a checkpoint was written: the partial one is removed, the
+    ones before it are whole, and the message says so (a tool ends on it in one line)."""
+
+
+# What a full disk raises: TensorFlow's writers, ResourceExhaustedError; Python's, an
+# OSError with one of these numbers (a quota counts as full too).
+_DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _is_disk_full(error: BaseException) -> bool:
+    if isinstance(error, tf.errors.ResourceExhaustedError):
+        return True
+    return isinstance(error, OSError) and error.errno in _DISK_FULL_ERRNOS
 
 
 def checkpoint_name(step: int) -> str:
@@ -201,7 +219,50 @@ class CheckpointManager:
     # === Writing ===
 
     def save(self, step: int, iterator=None, extra_metadata: dict | None = None) -> str:
-        """Writes the state at `step` (and this worker's `iterator`); returns the path."""
+        """Writes the state at `step` (and this worker's `iterator`); returns the path.
+
+        Raises:
+            CheckpointDiskFullError: the disk filled during the write (nothing of this
+                checkpoint is left; the message names the newest whole one).
+        """
+        try:
+            return self._save(step, iterator, extra_metadata)
+        except (tf.errors.ResourceExhaustedError, OSError) as error:
+            if not _is_disk_full(error):
+                raise
+            raise CheckpointDiskFullError(self._disk_full_message(step)) from error
+
+    def _disk_full_message(self, step: int) -> str:
+        """One line: where the disk filled, the space a checkpoint needs, what is kept."""
+        latest = self.latest_step()
+        needed = self._checkpoint_bytes(latest)
+        free = shutil.disk_usage(self.directory).free
+        kept = (
+            f"nothing is lost: {self.path(latest)} (step {latest}) is whole and the same "
+            "command resumes from it"
+            if latest is not None
+            else "no checkpoint of this run was written yet: the same command starts over"
+        )
+        return (
+            f"No space left on the device of {self.directory} writing the checkpoint of step "
+            f"{step} (a checkpoint needs about {needed / 1e6:,.0f} MB, {free / 1e6:,.0f} MB "
+            f"are free); {kept} once there is room"
+        )
+
+    def _checkpoint_bytes(self, step: int | None) -> int:
+        """The bytes of the checkpoint of `step` as its manifest recorded them, or (none
+        readable) of the variables a checkpoint holds."""
+        if step is not None:
+            try:
+                return sum(self.read_metadata(step).get("files", {}).values())
+            except (CheckpointCorruptError, CheckpointMismatchError):
+                pass
+        variables = (*self._model_variables, *self._optimizer_variables)
+        return sum(
+            math.prod(variable.shape) * tf.as_dtype(variable.dtype).size for variable in variables
+        )
+
+    def _save(self, step: int, iterator, extra_metadata: dict | None) -> str:
         final = self.path(step)
         start = time.time()
         if self.num_workers > 1 and self.worker_index != 0 and iterator is not None:
