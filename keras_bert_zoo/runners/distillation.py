@@ -88,9 +88,10 @@ _FINGERPRINT_KEYS = (
 # === Flags that name layers ===
 
 
-def parse_student_layers(value: str | None, num_teacher_layers: int) -> list[int]:
+def parse_student_layers(value: str | None, num_teacher_layers: int | None) -> list[int]:
     """`--student_layers`: indices (`"0,2,4"`) or a count (`"3"`, evenly spaced from the
-    first); None keeps half the teacher's blocks."""
+    first); None keeps half the teacher's blocks. With `num_teacher_layers` None (the
+    teacher not read yet), the syntax alone is checked and the indices are returned."""
     from keras_bert_zoo.models.distillation import evenly_spaced_layers
 
     if value is None or not str(value).strip():
@@ -102,6 +103,15 @@ def parse_student_layers(value: str | None, num_teacher_layers: int) -> list[int
         raise UserError(
             f"--student_layers={text}: expected block indices (0,2,4) or a count (3)"
         ) from None
+    if num_teacher_layers is None:
+        if ("," not in text and numbers[0] < 1) or min(numbers) < 0:
+            raise UserError(
+                f"--student_layers={text}: a count of blocks (1 or more) or distinct block "
+                "indices from 0"
+            )
+        if len(set(numbers)) != len(numbers):
+            raise UserError(f"--student_layers={text}: a block index is given twice")
+        return numbers
     if "," not in text:
         count = numbers[0]
         if not 1 <= count <= num_teacher_layers:
@@ -171,7 +181,7 @@ class DistillationJob(finetuning.FinetuningJob):
                     "teacher's outputs"
                 )
         if config.student_layers:
-            parse_student_layers(config.student_layers, 10**6)  # the syntax, before TF
+            parse_student_layers(config.student_layers, None)  # the syntax, before TF
 
     # --- Data, the teacher's task and tokenizer ---
 
@@ -410,13 +420,7 @@ class DistillationJob(finetuning.FinetuningJob):
         record = super().eval_record(step, results, history, model_source)
         primary = self.task.primary_metric
         record["teacher"] = {"model": self.teacher_source.path, "results": self.teacher_results}
-        record["fraction_of_teacher"] = {
-            split: metrics[primary] / self.teacher_results[split][primary]
-            for split, metrics in results.items()
-            if self.teacher_results
-            and primary in metrics
-            and self.teacher_results.get(split, {}).get(primary)
-        }
+        record["fraction_of_teacher"] = fractions_of_teacher(results, self.teacher_results, primary)
         return record
 
     def write_evaluation_summaries(self, step) -> None:
@@ -464,10 +468,34 @@ def run_distillation(config: DistillationConfig) -> DistillationResult:
 
 def summary(result: DistillationResult) -> str:
     """What `tools/run_distillation.py` prints: the teacher's metrics, then the
-    student's and the run's files (as `run_finetuning.py` prints them)."""
+    student's (as `run_finetuning.py` prints them) with its primary metric as a fraction
+    of the teacher's on each split, then the run's files."""
     lines = []
+    student = finetuning.summary(result).splitlines()
     if result.teacher_results:
         primary = result.task.primary_metric
         metrics = run_outputs.results_lines(result.teacher_results, None, primary)[1:]
         lines += [f"teacher ({result.config.teacher}):", *metrics]
-    return "\n".join([*lines, finetuning.summary(result)])
+        fractions = fractions_of_teacher(result.eval_results, result.teacher_results, primary)
+        if fractions:
+            # After the student's metrics, the lines results_lines wrote.
+            end = len(run_outputs.results_lines(result.eval_results, result.step, primary))
+            shown = ", ".join(f"{split} {value:.4f}" for split, value in fractions.items())
+            student.insert(end, f"  fraction of the teacher's {primary}: {shown}")
+    return "\n".join([*lines, *student])
+
+
+def fractions_of_teacher(
+    results: dict[str, dict[str, float]] | None,
+    teacher_results: dict[str, dict[str, float]] | None,
+    primary: str,
+) -> dict[str, float]:
+    """The student's `primary` metric over the teacher's, on each split both have (and
+    the teacher's is not 0): `eval_results.json`'s `fraction_of_teacher`."""
+    return {
+        split: metrics[primary] / teacher_results[split][primary]
+        for split, metrics in (results or {}).items()
+        if teacher_results
+        and primary in metrics
+        and (teacher_results.get(split) or {}).get(primary)
+    }

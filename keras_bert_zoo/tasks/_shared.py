@@ -223,10 +223,11 @@ def read_tab_separated_fields(
         line = data.count(b"\n", 0, error.start) + 1
         raise UserError(
             f"{path}:{line}: byte {data[error.start]:#04x} at byte offset {error.start} is "
-            f"not valid {encoding}; pass the file's encoding (Task(encoding=...))"
+            f"not valid {encoding}; pass --encoding with the file's encoding (for example "
+            "--encoding=latin-1)"
         ) from None
     except LookupError:
-        raise UserError(f"Unknown text encoding {encoding!r}") from None
+        raise UserError(f"Unknown text encoding {encoding!r} (--encoding)") from None
     names = tuple(field_names)
     expected = (
         f"{len(names)} tab-separated field{'s' if len(names) != 1 else ''} ({', '.join(names)})"

@@ -279,7 +279,10 @@ def read_squad_json(
             f"{path}: not valid JSON (line {error.lineno}, column {error.colno}): {error.msg}"
         ) from None
     except UnicodeDecodeError as error:
-        raise UserError(f"{path}: not valid {encoding} text ({error})") from None
+        raise UserError(
+            f"{path}: not valid {encoding} text ({error}); pass --encoding with the file's "
+            "encoding (for example --encoding=latin-1)"
+        ) from None
     builder = _Builder(path, version_2_with_negative=version_2_with_negative, training=training)
     if not isinstance(data, Mapping) or not isinstance(data.get("data"), list):
         builder.fail("top level", 'expected an object with a "data" list of articles')

@@ -151,7 +151,7 @@ def _read_lines(path: str, encoding: str) -> list[tuple[int, str]]:
             except UnicodeDecodeError as e:
                 raise UserError(
                     f"{path}:{number}: not valid {encoding} ({e.reason} at byte {e.start}); "
-                    "pass the file's encoding (Task(encoding=...))"
+                    "pass --encoding with the file's encoding (for example --encoding=latin-1)"
                 ) from e
             lines.append((number, text.rstrip("\r\n")))
     return lines
