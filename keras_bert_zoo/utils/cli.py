@@ -1,14 +1,16 @@
 """How every tool in tools/ ends on a mistake in its input: one line, no traceback.
 
-Each tool calls `run(main)` instead of `absl.app.run(main)`. Flags, `--help`,
-`--helpfull` and `app.UsageError` behave as absl makes them; in addition, an exception
-that is a *user error* (see `is_user_error`) ends the tool with
+Each tool calls `run(main)` instead of `absl.app.run(main)`. Flags, `--help` and
+`--helpfull` behave as absl makes them; a mistake in the input ends the tool with
 
     <tool>: error: <the message as the library wrote it>
 
-on stderr and exit status 1, instead of a traceback. Anything else is a bug and keeps
-its traceback, unchanged. Set KERAS_BERT_ZOO_TRACEBACK=1 to see the traceback of user
-errors too.
+on stderr and exit status 1, instead of a traceback or absl's usage text: an exception
+that is a *user error* (see `is_user_error`), an `app.UsageError` (a rule between flags:
+absl printed the tool's whole usage before its reason) and a flag absl refuses while
+parsing (an unknown flag, a value of the wrong type or outside its choices: absl's
+`FATAL Flags parsing error` line). Anything else is a bug and keeps its traceback,
+unchanged. Set KERAS_BERT_ZOO_TRACEBACK=1 to see the traceback of user errors too.
 
 The library says what is wrong where it finds it (`path:line: ...`, `--flag=value:
 ...`), raising a `UserError` (`utils.errors`; or a subclass: `InputFileError`,
@@ -28,7 +30,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from keras_bert_zoo.utils import interrupts
+from keras_bert_zoo.utils import interrupts, process_exit
 from keras_bert_zoo.utils.errors import UserError
 
 TRACEBACK_ENV = "KERAS_BERT_ZOO_TRACEBACK"
@@ -150,17 +152,51 @@ class _LibraryNoiseFilter:
         return not any(library in record.pathname for library in self._LIBRARIES)
 
 
+def program_name() -> str:
+    """The name a tool's error lines start with: its file's or console script's stem."""
+    program = os.path.splitext(os.path.basename(sys.argv[0] if sys.argv else ""))[0]
+    return program or "tool"
+
+
+def end_with_error(message: str, exit_status: int = 1) -> None:
+    """Ends the tool with `<tool>: error: <message>` on one line of stderr."""
+    sys.stdout.flush()
+    one_line = "; ".join(line.strip() for line in str(message).splitlines() if line.strip())
+    print(f"{program_name()}: error: {one_line}", file=sys.stderr)
+    sys.exit(exit_status)
+
+
+def parse_flags(argv: list[str]) -> list[str]:
+    """absl's flag parsing (`app.run`'s `flags_parser`), a flag it refuses (an unknown
+    flag, a value of the wrong type or outside its choices) ending the tool in one line,
+    `<tool>: error: flag --quantize=int4: value should be one of <none|...>`, as any other
+    mistake in the input, instead of absl's `FATAL Flags parsing error` and help hint."""
+    from absl import flags
+
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as error:
+        end_with_error(str(error))
+
+
 def wrap(main: Callable[[list[str]], Any]) -> Callable[[list[str]], Any]:
     """`main` for absl's `app.run`, ending a user error with one line and status 1."""
+    from absl import app
+
     code_dirs = _code_dirs(main)
 
     @functools.wraps(main)
     def wrapped(argv):
-        program = os.path.splitext(os.path.basename(sys.argv[0] if sys.argv else ""))[0]
-        program = program or "tool"
+        program = program_name()
         quiet_libraries()
         try:
             return main(argv)
+        except app.UsageError as error:
+            # A rule between flags (`--raw_text` goes with `--format=litert`): one line,
+            # as a flag absl refuses, not the tool's whole usage before the reason.
+            if _traceback_requested():
+                raise
+            end_with_error(str(error), error.exitcode)
         except interrupts.Interrupted as stopped:
             # Stopped on Ctrl-C or SIGTERM after saving: one line, the signal's status.
             sys.stdout.flush()
@@ -193,7 +229,14 @@ def run(main: Callable[[list[str]], Any]) -> None:
         tool.__doc__ = source.__doc__
     if tool is not None and tool.__doc__ and TRACEBACK_ENV not in tool.__doc__:
         tool.__doc__ = f"{tool.__doc__.rstrip()}\n\n{_HELP_NOTE}\n"
-    app.run(wrap(main))
+    try:
+        app.run(wrap(main), flags_parser=parse_flags)
+    except SystemExit as done:
+        # The work is done (or refused): end now, not after the interpreter's teardown,
+        # which can wait a minute for tf.data's threads (utils.process_exit).
+        if done.code is None or isinstance(done.code, int):
+            process_exit.exit_at_once(done.code or 0)
+        raise
 
 
 def refuse_arguments(argv: list[str]) -> None:
