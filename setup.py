@@ -106,14 +106,21 @@ setup(
     packages=find_packages(include=["keras_bert_zoo", "keras_bert_zoo.*"])
     + ["keras_bert_zoo.tools"],
     package_dir={"keras_bert_zoo.tools": "tools"},
+    # A console script starts as `python tools/<tool>.py` does: its command line checked
+    # and its CPU kernels chosen before TensorFlow loads (keras_bert_zoo.utils.startup).
     entry_points={
         "console_scripts": [
             f"keras-bert-zoo-{tool.replace('_', '-')} = keras_bert_zoo.tools.{tool}:run"
             for tool in TOOLS
         ]
     },
-    # The C++ loader program's source, compiled on demand (keras_bert_zoo.serving.native).
-    package_data={"keras_bert_zoo.serving": ["cpp/*.cc"]},
+    # The C++ loader program's source, compiled on demand (keras_bert_zoo.serving.native);
+    # the tools' flags, which they check a command line against before TensorFlow loads
+    # (keras_bert_zoo.utils.tool_flags).
+    package_data={
+        "keras_bert_zoo.serving": ["cpp/*.cc"],
+        "keras_bert_zoo.tools": ["flag_definitions.json"],
+    },
     python_requires=">=3.11",
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,

@@ -6,21 +6,7 @@ The public API: configs and presets, the encoder and task models, and
 """
 
 from keras_bert_zoo.utils import quiet_import as _quiet_import
-
-if _quiet_import.wants_quiet_import():
-    _quiet_import.import_tensorflow_quietly()
-
-from keras_bert_zoo.checkpoints import CheckpointError, from_pretrained, save_pretrained  # noqa: E402
-from keras_bert_zoo.config import PRESETS, BertConfig, list_presets  # noqa: E402
-from keras_bert_zoo.models import (  # noqa: E402
-    BertClassifier,
-    BertEncoder,
-    BertMultipleChoice,
-    BertPretrainer,
-    BertSpanLabeler,
-    BertTokenClassifier,
-    PaddingFreeEncoder,
-)
+from keras_bert_zoo.utils import startup as _startup
 
 __all__ = [
     "PRESETS",
@@ -37,3 +23,44 @@ __all__ = [
     "list_presets",
     "save_pretrained",
 ]
+
+# Where each public name lives, for a tool's process (below).
+_HOMES = {
+    "CheckpointError": "keras_bert_zoo.checkpoints",
+    "from_pretrained": "keras_bert_zoo.checkpoints",
+    "save_pretrained": "keras_bert_zoo.checkpoints",
+    "PRESETS": "keras_bert_zoo.config",
+    "BertConfig": "keras_bert_zoo.config",
+    "list_presets": "keras_bert_zoo.config",
+}
+
+if _startup.starting_tool() is None:
+    # A library user's import (and the tests'): the public API at once, its Keras
+    # classes registered for `keras.saving.load_model`.
+    if _quiet_import.wants_quiet_import():
+        _quiet_import.import_tensorflow_quietly()
+
+    from keras_bert_zoo.checkpoints import CheckpointError, from_pretrained, save_pretrained
+    from keras_bert_zoo.config import PRESETS, BertConfig, list_presets
+    from keras_bert_zoo.models import (
+        BertClassifier,
+        BertEncoder,
+        BertMultipleChoice,
+        BertPretrainer,
+        BertSpanLabeler,
+        BertTokenClassifier,
+        PaddingFreeEncoder,
+    )
+
+
+def __getattr__(name):
+    """A public name at its first use, in a process started as one of the tools: there
+    the package imports no TensorFlow, so that the tool checks its flags and chooses the
+    CPU kernels before TensorFlow loads (`utils.startup`)."""
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_HOMES.get(name, "keras_bert_zoo.models")), name)
+    globals()[name] = value
+    return value

@@ -5,6 +5,11 @@
 `keras-bert-zoo-<tool>` (`keras-bert-zoo-run-finetuning --helpfull`), or as
 `python -m keras_bert_zoo.tools.<tool>`. In a clone, `python tools/<tool>.py` runs the
 same module. Each tool is thin: it parses flags and calls the library.
+
+Each starts the same way in all three forms (`keras_bert_zoo.utils.startup`): before
+TensorFlow loads, its command line is checked against `flag_definitions.json` (the
+tools' flags, written by `python -m keras_bert_zoo.utils.tool_flags --write tools`),
+`--help` / `--helpfull` answer, and a tool that runs models chooses the CPU kernels.
 """
 
 import pathlib

@@ -12,9 +12,10 @@ All logic lives in keras_bert_zoo.pretraining.vocabulary (reading) and
 keras_bert_zoo.text.vocab (learning, writing); the file is written atomically.
 """
 
-import os
+from keras_bert_zoo.utils import startup
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ logs: TF_CPP_MIN_LOG_LEVEL=0
+# Before TensorFlow loads: the command line checked (keras_bert_zoo/utils/startup.py).
+startup.start_tool(__file__)
 
 from absl import app, flags  # noqa: E402
 

@@ -8,9 +8,10 @@ The input layout is recognised from its files (bert_config.json + *.ckpt.index, 
 config.json + model.safetensors / pytorch_model.bin). vocab.txt is copied along.
 """
 
-import os
+from keras_bert_zoo.utils import startup
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ logs: TF_CPP_MIN_LOG_LEVEL=0
+# Before TensorFlow loads: the command line checked (keras_bert_zoo/utils/startup.py).
+startup.start_tool(__file__)
 
 from absl import app, flags, logging  # noqa: E402
 

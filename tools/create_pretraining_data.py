@@ -41,16 +41,17 @@ set KERAS_BERT_ZOO_TRACEBACK=1 to see its traceback.
 import logging
 import multiprocessing
 import multiprocessing.forkserver
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ logs: TF_CPP_MIN_LOG_LEVEL=0
+from absl import app, flags
+from absl import logging as absl_logging
 
-from absl import app, flags  # noqa: E402
-from absl import logging as absl_logging  # noqa: E402
+from keras_bert_zoo.utils import startup
 
-# keras_bert_zoo (and with it TensorFlow) is imported in main(), after the worker
-# processes' forkserver was started: both load TensorFlow at the same time.
+# Before anything loads: the command line checked (the arguments this tool does not know
+# are Beam's). TensorFlow is imported in main(), after the worker processes'
+# forkserver was started: both load it at the same time.
+startup.start_tool(__file__, known_only=True, import_tensorflow=False)
 _PRELOAD = "keras_bert_zoo.pretraining._forkserver_preload"
 
 _INPUT_FILE = flags.DEFINE_string(

@@ -31,9 +31,11 @@ Usage:
       --output_dir=exports/sst2_onnx
 """
 
-import os
+from keras_bert_zoo.utils import startup
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ logs: TF_CPP_MIN_LOG_LEVEL=0
+# Before TensorFlow loads: the command line checked, the CPU kernels chosen
+# (keras_bert_zoo/utils/startup.py).
+startup.start_tool(__file__, kernels=True)
 
 from absl import app, flags  # noqa: E402
 
@@ -92,6 +94,10 @@ _SOURCE_OPTIONS = {
     option.name: _define(option) for _, source in _SOURCES for option in source.options
 }
 _EXPORT_OPTIONS = {option.name: _define(option) for option in registry.flag_options()}
+startup.define_onednn_flag()
+# Other packages' export formats add flags (entry points): with one installed, the
+# command line is checked once the formats are loaded, not before TensorFlow loads.
+FLAG_PLUGIN_GROUPS = (registry.ENTRY_POINT_GROUP,)
 
 
 def _source():
@@ -108,6 +114,7 @@ def _source():
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    startup.log_kernel_choice()
     holder, source = _source()
     kind = _KIND.value or source.default_kind
     if kind not in source.kinds:

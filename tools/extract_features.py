@@ -12,13 +12,17 @@ Usage:
 
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ logs: TF_CPP_MIN_LOG_LEVEL=0
+from keras_bert_zoo.utils import startup
+
+# Before TensorFlow loads: the command line checked, the CPU kernels chosen
+# (keras_bert_zoo/utils/startup.py).
+startup.start_tool(__file__, kernels=True)
 
 from absl import flags, logging  # noqa: E402
 
 from keras_bert_zoo.tasks import feature_extraction  # noqa: E402
-from keras_bert_zoo.utils import cli  # noqa: E402
-from keras_bert_zoo.utils.errors import UserError
+from keras_bert_zoo.utils import cli, cpu_kernels  # noqa: E402
+from keras_bert_zoo.utils.errors import UserError  # noqa: E402
 
 _MODEL_DIR = flags.DEFINE_string(
     "model_dir", None, "Google or Hugging Face checkpoint directory (default: demo MiniLM)."
@@ -32,6 +36,13 @@ _OUTPUT_FILE = flags.DEFINE_string(
 _LAYERS = flags.DEFINE_list("layers", ["-1"], "Encoder layers to write, negative from top.")
 _MAX_SEQ_LENGTH = flags.DEFINE_integer("max_seq_length", 128, "Tokens per sequence.")
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", 32, "Sentences per batch.")
+_JIT_COMPILE = flags.DEFINE_bool(
+    "jit_compile",
+    None,
+    "Compile the encoder with XLA. Default: as measured fastest for the CPU's kind "
+    "(README.md 'Speed on CPUs').",
+)
+startup.define_onednn_flag()
 
 DEFAULT_SENTENCES = [
     "A man is playing a guitar on stage.",
@@ -42,8 +53,18 @@ DEFAULT_SENTENCES = [
 ]
 
 
+def _jit_compile() -> bool:
+    """The start's choice (`--jit_compile` included), or the flag (this module imported
+    by a test: nothing chosen), else XLA."""
+    choice = cpu_kernels.chosen()
+    if choice is not None:
+        return choice.inference_jit_compile
+    return True if _JIT_COMPILE.value is None else _JIT_COMPILE.value
+
+
 def main(argv):
     del argv
+    startup.log_kernel_choice()
     model_dir = _MODEL_DIR.value or feature_extraction.demo_model_dir()
     if _INPUT_FILE.value:
         with open(_INPUT_FILE.value, encoding="utf-8") as f:
@@ -59,7 +80,10 @@ def main(argv):
 
     logging.info("Loading %s", model_dir)
     extractor = feature_extraction.FeatureExtractor.from_pretrained(
-        model_dir, sequence_length=_MAX_SEQ_LENGTH.value, batch_size=_BATCH_SIZE.value
+        model_dir,
+        sequence_length=_MAX_SEQ_LENGTH.value,
+        batch_size=_BATCH_SIZE.value,
+        jit_compile=_jit_compile(),
     )
     features = extractor(sentences, layers=layers)
     print(f"model: {model_dir}")

@@ -4,9 +4,10 @@ that installed packages ship (names `--init_checkpoint` and `from_pretrained` ac
 Usage: python tools/list_presets.py [--names_only]
 """
 
-import os
+from keras_bert_zoo.utils import startup
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ logs: TF_CPP_MIN_LOG_LEVEL=0
+# Before TensorFlow loads: the command line checked (keras_bert_zoo/utils/startup.py).
+startup.start_tool(__file__)
 
 from absl import flags  # noqa: E402
 

@@ -15,9 +15,11 @@ Usage:
       --student_layers=3 --transfer_file=unlabelled.txt --output_dir=/tmp/sst2_student
 """
 
-import os
+from keras_bert_zoo.utils import startup
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ logs: TF_CPP_MIN_LOG_LEVEL=0
+# Before TensorFlow loads: the command line checked, the CPU kernels chosen
+# (keras_bert_zoo/utils/startup.py).
+startup.start_tool(__file__, kernels=True)
 
 from absl import flags  # noqa: E402
 
@@ -25,11 +27,13 @@ from keras_bert_zoo.runners import distillation  # noqa: E402
 from keras_bert_zoo.utils import cli  # noqa: E402
 
 distillation.define_distillation_flags()
+startup.define_onednn_flag()
 FLAGS = flags.FLAGS
 
 
 def main(argv):
     cli.refuse_arguments(argv)
+    startup.log_kernel_choice()
     config = distillation.config_from_distillation_flags(FLAGS)
     print(distillation.summary(distillation.run_distillation(config)))
 

@@ -26,31 +26,25 @@ Usage:
 
 import importlib.util
 import os
-import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ logs: TF_CPP_MIN_LOG_LEVEL=0
+from keras_bert_zoo.utils import startup
 
 
-def _check_task_before_tensorflow() -> None:
+def _unknown_task(arguments: list[str]) -> str | None:
     """A --task typo ends the tool at once, not after TensorFlow's start-up: the task
-    names are read from keras_bert_zoo/tasks/names.py, loaded by path (the package's
-    __init__ imports TensorFlow)."""
+    names are read from keras_bert_zoo/tasks/names.py, loaded by path (the tasks
+    package's __init__ imports TensorFlow)."""
     package = importlib.util.find_spec("keras_bert_zoo")
     path = os.path.join(list(package.submodule_search_locations)[0], "tasks", "names.py")
     spec = importlib.util.spec_from_file_location("_keras_bert_zoo_task_names", path)
     names = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(names)
-    message = names.unknown_task_message(sys.argv[1:])
-    if message:
-        print(
-            f"{os.path.splitext(os.path.basename(sys.argv[0]))[0]}: error: {message}",
-            file=sys.stderr,
-        )
-        sys.exit(1)
+    return names.unknown_task_message(arguments)
 
 
-if __name__ == "__main__":
-    _check_task_before_tensorflow()
+# Before TensorFlow loads: the command line checked, the CPU kernels chosen
+# (keras_bert_zoo/utils/startup.py).
+startup.start_tool(__file__, kernels=True, check=_unknown_task)
 
 from absl import flags  # noqa: E402
 
@@ -58,11 +52,13 @@ from keras_bert_zoo.runners import demo, finetuning  # noqa: E402
 from keras_bert_zoo.utils import cli  # noqa: E402
 
 finetuning.define_flags()
+startup.define_onednn_flag()
 FLAGS = flags.FLAGS
 
 
 def main(argv):
     cli.refuse_arguments(argv)
+    startup.log_kernel_choice()
     if FLAGS.task is None and FLAGS.mode in ("train", "train_and_eval"):
         demo.run_demo(demo.demo_config(**finetuning.explicit_flag_values(FLAGS)))
         return

@@ -22,9 +22,11 @@ Usage (the paper's two phases: 90% of the steps at 128 tokens, then 512):
       --eval_input_file=data512/heldout.tfrecord --eval_steps=0
 """
 
-import os
+from keras_bert_zoo.utils import startup
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ logs: TF_CPP_MIN_LOG_LEVEL=0
+# Before TensorFlow loads: the command line checked, the CPU kernels chosen
+# (keras_bert_zoo/utils/startup.py).
+startup.start_tool(__file__, kernels=True)
 
 from absl import flags  # noqa: E402
 
@@ -32,11 +34,13 @@ from keras_bert_zoo.runners import pretraining  # noqa: E402
 from keras_bert_zoo.utils import cli  # noqa: E402
 
 pretraining.define_flags()
+startup.define_onednn_flag()
 FLAGS = flags.FLAGS
 
 
 def main(argv):
     cli.refuse_arguments(argv)
+    startup.log_kernel_choice()
     print(pretraining.summary(pretraining.run_pretraining(pretraining.config_from_flags(FLAGS))))
 
 

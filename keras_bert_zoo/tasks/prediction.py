@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.tasks.task import Task
+from keras_bert_zoo.utils import cpu_kernels
 from keras_bert_zoo.utils.errors import UserError
 
 
@@ -47,7 +48,8 @@ def _forward_function(model) -> Callable:
     process computes the answers of the whole batch on its own device from its copy of
     the (mirrored, so equal) weights: the one-device answers under every strategy, no
     collective op, so workers need not evaluate in lockstep. XLA as Keras' own predict
-    function would use it (`model.jit_compile`: on GPUs, not on CPU-only machines).
+    function would use it (`model.jit_compile`: on GPUs, not on CPU-only machines), or as a
+    tool chose it for the CPU (`utils.cpu_kernels.inference_jit_compile`).
     """
     forward = _FORWARD_FUNCTIONS.get(model)
     if forward is not None:
@@ -64,7 +66,7 @@ def _forward_function(model) -> Callable:
         forward = tf.function(
             step,
             reduce_retracing=True,
-            jit_compile=bool(getattr(model, "jit_compile", False)),
+            jit_compile=cpu_kernels.inference_jit_compile(model),
         )
     _FORWARD_FUNCTIONS[model] = forward
     return forward

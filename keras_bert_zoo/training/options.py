@@ -49,7 +49,7 @@ import keras
 
 from keras_bert_zoo.training import distribute, optimization, schedules
 from keras_bert_zoo.training.reporting import PROGRESS_MODES
-from keras_bert_zoo.utils import settings
+from keras_bert_zoo.utils import cpu_kernels, settings
 from keras_bert_zoo.utils.errors import UserError
 from keras_bert_zoo.utils.settings import setting
 
@@ -97,7 +97,13 @@ class TrainingOptions:
     mixed_precision: bool = setting(
         False, help="Shorthand: mixed_float16 on GPUs, mixed_bfloat16 on TPUs and CPUs."
     )
-    jit_compile: bool = setting(False, help="Compile the training step with XLA.")
+    # None: auto, the choice a tool made for the CPU's kind (utils.cpu_kernels).
+    jit_compile: bool | None = setting(
+        None,
+        help="Compile the training step, and evaluation's and prediction's forward pass, with "
+        "XLA. Default (auto): where measured faster on the CPU's kind: for inference, not "
+        "for training (README.md 'Speed on CPUs'); --jit_compile / --nojit_compile force it.",
+    )
     # === Packing ===
     packed_sequences: bool = setting(
         False,
@@ -252,7 +258,7 @@ class TrainingOptions:
         return {
             "model_dir": self.output_dir,
             "gradient_accumulation_steps": self.gradient_accumulation_steps,
-            "jit_compile": self.jit_compile,
+            "jit_compile": cpu_kernels.training_jit_compile(self.jit_compile),
             "steps_per_loop": self.steps_per_loop,
             "checkpoint_every": self.checkpoint_every,
             "checkpoint_every_seconds": self.checkpoint_every_seconds,
