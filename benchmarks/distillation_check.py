@@ -235,7 +235,7 @@ def export_and_load(finetuned_dir, export_base, name):
     from keras_bert_zoo import serving, tasks
 
     finetuned = tasks.load_finetuned(finetuned_dir)
-    exported = serving.export_finetuned(finetuned, export_base, name)
+    exported = serving.export(finetuned, export_base, model_name=name)
     field = finetuned.task.text_fields[0]
     loaded = tf.saved_model.load(exported.path)
     return loaded, field, exported

@@ -1,6 +1,6 @@
 """How the raw-text LiteRT export tokenizes differently from google-research/bert.
 
-The raw-text `.tflite` (`keras_bert_zoo/serving/litert.py`, `raw_text=True`) tokenizes
+The raw-text `.tflite` (`keras_bert_zoo/serving/formats/litert.py`, `raw_text=True`) tokenizes
 with tensorflow-text's `FastBertTokenizer`, the only BERT tokenizer with TFLite
 kernels. This script converts that tokenizer alone to a `.tflite` (the same settings
 as the export: `litert.fast_bert_tokenizer`) and runs it under
@@ -94,7 +94,8 @@ class TfliteTokenizer:
     def __init__(self, tokenizer):
         import tensorflow as tf
 
-        from keras_bert_zoo.serving import litert, portable
+        from keras_bert_zoo.serving import loading
+        from keras_bert_zoo.serving.formats import litert
 
         fast = litert.fast_bert_tokenizer(tokenizer)
 
@@ -107,7 +108,7 @@ class TfliteTokenizer:
         self._file = tempfile.NamedTemporaryFile(suffix=".tflite")
         self._file.write(content)
         self._file.flush()
-        self._run = portable.litert_interpreter(self._file.name, custom_ops=True)
+        self._run = loading.litert_interpreter(self._file.name, custom_ops=True)
         self._run = self._run.get_signature_runner("tokenize")
 
     def __call__(self, lines: list[str]) -> list[list[int]]:

@@ -10,7 +10,7 @@ all-MiniLM-L6-v2 encoder (L=6, H=384) with a 2-way sentiment head (logistic regr
 on the pooled outputs of pang_lee's 200 labelled sentences: speed does not depend on
 it, the bfloat16 / float32 label agreement does), sequence length 128:
 
-- ours, exported with `keras_bert_zoo.serving.export_saved_model` and loaded with
+- ours, exported with `keras_bert_zoo.serving.export` and loaded with
   `tf.saved_model.load`:
   - `serving_default` on the raw sentences, once per tokenizer implementation
     (`tokenizer_ops="core"`: core TF ops only; `"tensorflow_text"`: its kernels),
@@ -36,9 +36,9 @@ it, the bfloat16 / float32 label agreement does), sequence length 128:
   numpy (random head).
 - our LiteRT and ONNX exports of the same classifier (issue 38; ids in, on the ids
   `serving_default` packs, padded to the longest sentence of the request, as `serve_ids`
-  above): LiteRT float32 and dynamic-range int8 (`litert.export_litert`, TF's
+  above): LiteRT float32 and dynamic-range int8 (`serving.export(..., format="litert")`, TF's
   `tf.lite.Interpreter` with one thread per CPU), ONNX Runtime float32 and dynamic int8
-  (`onnx_export.export_onnx`); their file sizes, the int8 / float32 size ratios and the
+  (`format="onnx"`); their file sizes, the int8 / float32 size ratios and the
   batch-1 p50 ratios to `serve_ids` are printed (goals: LiteRT int8 >= 1.5x faster than
   `serve_ids` on a single sentence, its file <= 30% of the float one).
 
@@ -181,38 +181,37 @@ def ours(export_dir):
     model = task.build_model(from_pretrained(model_dir))
     fit_sentiment_head(model, BertPreprocessor(tokenizer, sequence_length=SEQUENCE_LENGTH))
     signatures = {}
+    source = serving.ModelSource(task, model, tokenizer)
     for ops in TOKENIZER_OPS:
         start = time.perf_counter()
-        exported = serving.export_saved_model(
-            export_dir, f"sst2_minilm_{ops}", task, model, tokenizer, tokenizer_ops=ops
+        exported = serving.export(
+            source, export_dir, model_name=f"sst2_minilm_{ops}", tokenizer_ops=ops
         )
         print(f"export ({ops} tokenizer): {time.perf_counter() - start:.1f} s -> {exported.path}")
         signatures[ops] = tf.saved_model.load(exported.path).signatures
     start = time.perf_counter()
-    exported = serving.export_saved_model(
-        export_dir, "sst2_minilm_bfloat16", task, model, tokenizer, precision="bfloat16"
+    exported = serving.export(
+        source, export_dir, model_name="sst2_minilm_bfloat16", precision="bfloat16"
     )
     print(f"export (bfloat16): {time.perf_counter() - start:.1f} s -> {exported.path}")
     signatures["bfloat16"] = tf.saved_model.load(exported.path).signatures
     # The A/B of padding-free serving: the same bfloat16 export with the padded encoder.
-    exported = serving.export_saved_model(
+    exported = serving.export(
+        source,
         export_dir,
-        "sst2_minilm_bfloat16_padded",
-        task,
-        model,
-        tokenizer,
+        model_name="sst2_minilm_bfloat16_padded",
         precision="bfloat16",
         padding_free="off",
     )
     assert not exported.description["padding_free"]
     signatures["bfloat16 padded"] = tf.saved_model.load(exported.path).signatures
     # And the float32 one (the default export is padding-free too).
-    exported = serving.export_saved_model(
-        export_dir, "sst2_minilm_float32_padded", task, model, tokenizer, padding_free="off"
+    exported = serving.export(
+        source, export_dir, model_name="sst2_minilm_float32_padded", padding_free="off"
     )
     signatures["float32 padded"] = tf.saved_model.load(exported.path).signatures
     ids_signature = signatures[DEFAULT_EXPORT_TOKENIZER_OPS]["serve_ids"]
-    served_preprocessor = serving.export.serving_preprocessor(task.make_preprocessor(tokenizer))
+    served_preprocessor = serving.common.serving_preprocessor(task.make_preprocessor(tokenizer))
     fixed = BertPreprocessor(tokenizer, sequence_length=SEQUENCE_LENGTH)
     pack_longest = tf.function(lambda text: served_preprocessor(text))
     pack_fixed = tf.function(lambda text: fixed(text))
@@ -277,24 +276,26 @@ def portable_exports(export_dir, task, model, tokenizer, pack):
     makes of a batch (the model file alone, as `serve_ids`)."""
     import tensorflow as tf
 
-    from keras_bert_zoo.serving import litert, onnx_export, portable
+    from keras_bert_zoo import serving
+    from keras_bert_zoo.serving import loading
 
     exports = {}
-    for name, export, quantize in (
-        (LITERT_FLOAT_NAME, litert.export_litert, "none"),
-        (LITERT_INT8_NAME, litert.export_litert, "dynamic_int8"),
-        (ONNX_FLOAT_NAME, onnx_export.export_onnx, "none"),
-        (ONNX_INT8_NAME, onnx_export.export_onnx, "dynamic_int8"),
+    source = serving.ModelSource(task, model, tokenizer)
+    for name, export_format, quantize in (
+        (LITERT_FLOAT_NAME, "litert", "none"),
+        (LITERT_INT8_NAME, "litert", "dynamic_int8"),
+        (ONNX_FLOAT_NAME, "onnx", "none"),
+        (ONNX_INT8_NAME, "onnx", "dynamic_int8"),
     ):
         start = time.perf_counter()
         directory = os.path.join(export_dir, name.split("(")[0].strip().replace(" ", "_"))
-        exported = export(directory, task, model, tokenizer, quantize=quantize)
+        exported = serving.export(source, directory, format=export_format, quantize=quantize)
         PORTABLE_SIZES[name] = exported.size_bytes
         print(
             f"export ({name}): {time.perf_counter() - start:.1f} s, "
             f"{exported.size_bytes / 1e6:.1f} MB -> {exported.model_path}"
         )
-        exports[name] = portable.ModelRunner(
+        exports[name] = loading.ModelRunner(
             exported.model_path, exported.sidecar, num_threads=os.cpu_count()
         )
 

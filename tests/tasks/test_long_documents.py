@@ -194,7 +194,7 @@ def test_windowed_run_trains_on_windows_and_answers_per_document(tmp_path):
 
 @pytest.mark.parametrize("kind", ["single_mean", "multi_label_max"])
 def test_served_answer_equals_postprocess_for_1_2_and_10_windows(kind, tmp_path):
-    from keras_bert_zoo.serving import export_saved_model
+    from keras_bert_zoo import serving
 
     root = tmp_path / "data"
     root.mkdir()
@@ -230,7 +230,9 @@ def test_served_answer_equals_postprocess_for_1_2_and_10_windows(kind, tmp_path)
     windows = preprocessor(tf.constant(texts))
     assert np.bincount(windows["row_index"].numpy()).tolist() == list(lengths)
     answers = tasks.predict(task, model, examples, preprocessor)
-    exported = export_saved_model(str(tmp_path / "serving"), "long", task, model, tokenizer)
+    exported = serving.export(
+        serving.ModelSource(task, model, tokenizer), str(tmp_path / "serving"), model_name="long"
+    )
     served = tf.saved_model.load(exported.path).signatures["serving_default"](
         text=tf.constant(texts)
     )

@@ -196,7 +196,7 @@ def test_bad_input_names_the_file_and_line_and_writes_nothing(tmp_path, case):
 def test_multi_label_run_end_to_end(tmp_path):
     import transformers
 
-    from keras_bert_zoo.serving import export_saved_model
+    from keras_bert_zoo import serving
 
     root = tmp_path / "data"
     root.mkdir()
@@ -303,7 +303,11 @@ def test_multi_label_run_end_to_end(tmp_path):
     # The served model answers what postprocess answers, with the tuned thresholds.
     texts = [e.texts[0] for e in dev]
     answers = tasks.predict(task, model, dev, preprocessor)
-    exported = export_saved_model(str(tmp_path / "serving"), "tags", task, model, result.tokenizer)
+    exported = serving.export(
+        serving.ModelSource(task, model, result.tokenizer),
+        str(tmp_path / "serving"),
+        model_name="tags",
+    )
     served = tf.saved_model.load(exported.path).signatures["serving_default"](
         text=tf.constant(texts)
     )
