@@ -1,9 +1,10 @@
-"""Keras layers of BERT: embeddings, attention, encoder block and heads."""
+"""Keras layers of BERT: embeddings, attention, encoder block, heads and pooling."""
 
 from keras_bert_zoo.layers.activations import ACTIVATION_NAMES, apply_activation
 from keras_bert_zoo.layers.attention import BertSelfAttention
 from keras_bert_zoo.layers.embeddings import BertEmbeddings
 from keras_bert_zoo.layers.heads import ClassificationHead, MaskedLMHead, SpanHead
+from keras_bert_zoo.layers.pooling import POOLING_MODES, SequencePooling
 from keras_bert_zoo.layers.token_layout import TokenLayout
 from keras_bert_zoo.layers.transformer import TransformerEncoderBlock
 
@@ -13,6 +14,8 @@ __all__ = [
     "BertSelfAttention",
     "ClassificationHead",
     "MaskedLMHead",
+    "POOLING_MODES",
+    "SequencePooling",
     "SpanHead",
     "TokenLayout",
     "TransformerEncoderBlock",

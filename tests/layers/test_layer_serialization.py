@@ -9,6 +9,7 @@ from keras_bert_zoo.layers import (
     BertSelfAttention,
     ClassificationHead,
     MaskedLMHead,
+    SequencePooling,
     SpanHead,
     TransformerEncoderBlock,
 )
@@ -67,6 +68,9 @@ CASES = {
     "regression_head": (lambda: ClassificationHead(num_classes=1), (HIDDEN[:, 0],)),
     "span_head": (lambda: SpanHead(initializer_range=0.07), (HIDDEN,)),
     "fold_choices": (lambda: FoldChoices(), (IDS.reshape(1, 2, 6),)),
+    "mean_pooling": (lambda: SequencePooling(), (HIDDEN, MASK)),
+    "cls_pooling": (lambda: SequencePooling("cls"), (HIDDEN, MASK)),
+    "max_pooling": (lambda: SequencePooling("max", name="pool"), (HIDDEN, MASK)),
 }
 
 

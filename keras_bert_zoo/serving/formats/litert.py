@@ -52,6 +52,7 @@ import tensorflow as tf
 
 from keras_bert_zoo.serving import common, layout, portable, signatures
 from keras_bert_zoo.serving.exporter import Option
+from keras_bert_zoo.serving.formats import int8_rows
 from keras_bert_zoo.serving.loading import ModelRunner, litert_interpreter
 from keras_bert_zoo.serving.sources import ENCODER, MASKED_LM, TASK
 
@@ -368,7 +369,9 @@ class LiteRTExporter(portable.PortableExporter):
             signature = TEXT_SIGNATURE
             inputs = {field: {"dtype": "string", "shape": [-1]} for field in task.text_fields}
         else:
-            function, outputs, inputs, extra = _ids_function(model, prediction_slots)
+            # int8: the word embeddings as int8 rows with a scale each (int8_rows.py).
+            with int8_rows.tracing_lookup(model, quantize):
+                function, outputs, inputs, extra = _ids_function(model, prediction_slots)
             signature = IDS_SIGNATURE
         logger.info("Converting %s to LiteRT (quantize=%s)", what, quantize)
         content = convert(function, signature, what, quantize, custom_ops=raw_text)

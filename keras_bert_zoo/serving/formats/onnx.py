@@ -48,6 +48,7 @@ import tempfile
 import numpy as np
 
 from keras_bert_zoo.serving import common, layout, portable, signatures
+from keras_bert_zoo.serving.formats import int8_rows
 from keras_bert_zoo.serving.loading import ModelRunner
 from keras_bert_zoo.serving.sources import ENCODER, MASKED_LM, TASK
 from keras_bert_zoo.utils.errors import UserError
@@ -207,7 +208,9 @@ class OnnxExporter(portable.PortableExporter):
             output_dir, overwrite, task, model, tokenizer, source.preprocessor
         )
         specs = signatures.model_input_specs(model)
-        function = portable.ids_function(model, specs)
+        # int8: the word embeddings as int8 rows with a scale each (int8_rows.py).
+        with int8_rows.tracing_lookup(model, quantize):
+            function = portable.ids_function(model, specs)
         logger.info("Converting %s to ONNX (quantize=%s)", what, quantize)
         content = convert(function, specs.values(), what)
         if quantize == portable.QUANTIZE_DYNAMIC_INT8:
