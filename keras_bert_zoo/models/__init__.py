@@ -6,6 +6,7 @@ from keras_bert_zoo.models.head_model import EncoderHeadModel, HeadCheckpointNam
 from keras_bert_zoo.models.multiple_choice import BertMultipleChoice
 from keras_bert_zoo.models.padding_free import PaddingFreeEncoder
 from keras_bert_zoo.models.pretrainer import BertPretrainer, pretraining_losses
+from keras_bert_zoo.models.sentence_embedder import BertSentenceEmbedder, BertTextGroupEmbedder
 from keras_bert_zoo.models.span_labeler import BertSpanLabeler
 from keras_bert_zoo.models.token_classifier import BertTokenClassifier
 
@@ -14,7 +15,9 @@ __all__ = [
     "BertEncoder",
     "BertMultipleChoice",
     "BertPretrainer",
+    "BertSentenceEmbedder",
     "BertSpanLabeler",
+    "BertTextGroupEmbedder",
     "BertTokenClassifier",
     "EncoderHeadModel",
     "HeadCheckpointNames",
