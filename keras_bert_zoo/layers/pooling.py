@@ -58,7 +58,7 @@ class SequencePooling(keras.layers.Layer):
 
     x = np.arange(12, dtype="float32").reshape(1, 3, 4)
     mask = np.array([[1, 1, 0]])
-    print(SequencePooling("mean")(x, mask))  # [[2. 3. 4. 5.]]
+    print(SequencePooling("mean")(x, mask).numpy())  # [[2. 3. 4. 5.]]
     ```
     """
 

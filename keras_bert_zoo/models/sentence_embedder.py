@@ -89,7 +89,7 @@ class BertSentenceEmbedder(EncoderHeadModel):
         "input_mask": np.array([[1, 1, 1, 0]]),
         "input_type_ids": np.zeros((1, 4), "int32"),
     }
-    print(np.linalg.norm(model.predict(x, verbose=0), axis=-1))  # [1.]
+    print(np.linalg.norm(model.predict(x, verbose=0), axis=-1).round(6))  # [1.]
     ```
     """
 
