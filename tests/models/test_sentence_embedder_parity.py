@@ -67,8 +67,10 @@ def test_minilm_settings_come_from_its_files(minilm_dir):
     assert read_sentence_transformers_settings("all-MiniLM-L6-v2") == settings
 
 
-def test_minilm_equals_sentence_transformers(minilm_dir, minilm_embedder, reviews):
-    os.environ["HF_HUB_OFFLINE"] = "1"  # the installed directory only: nothing downloaded
+def test_minilm_equals_sentence_transformers(minilm_dir, minilm_embedder, reviews, monkeypatch):
+    # The installed directory only: nothing downloaded (read when huggingface_hub is
+    # first imported; the directory is local either way).
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     from sentence_transformers import SentenceTransformer
 
     sentences, inputs = reviews
