@@ -38,18 +38,23 @@ class JobOptions(TrainingOptions, metaclass=RenamedFields):
         None,
         help="On a fresh start, load the encoder (and any heads it holds) from this "
         "checkpoint: a google-research/bert or Hugging Face directory.",
+        affects_result=True,
     )
     vocab_file: str | None = setting(
         None,
         help="WordPiece vocab.txt (default: --init_checkpoint's; pretraining copies it into "
         "the exports).",
+        affects_result=True,
     )
     do_lower_case: bool | None = setting(
         None,
         help="Lower-case and strip accents (pretraining: of --input_mode=dynamic_text). "
         "Default: read from the vocabulary; a value that contradicts it is an error.",
+        affects_result=True,
     )
-    eval_batch_size: int = setting(32, help="Batch size of evaluation.", lower_bound=1)
+    eval_batch_size: int = setting(
+        32, help="Batch size of evaluation.", lower_bound=1, affects_result=False
+    )
     # Each layout is a full copy of the weights (88 MB for MiniLM, 440 MB for BERT-Base):
     # a fine-tuning run writes only the ones asked for; a pretraining run redeclares both.
     checkpoint_layouts: tuple[str, ...] = setting(
@@ -58,6 +63,14 @@ class JobOptions(TrainingOptions, metaclass=RenamedFields):
         "google (export_google/), huggingface (export_huggingface/); repeat the flag for both.",
         choices=CHECKPOINT_LAYOUTS,
         old_names=("export_formats",),
+        affects_result=False,
+    )
+    overwrite_output_dir: bool = setting(
+        False,
+        help="Start over in --output_dir: remove the run there (its checkpoints, summaries, "
+        "models, evaluations and predictions; other files stay) instead of resuming it. A "
+        "rerun with settings that change what is learned needs it (or another --output_dir).",
+        affects_result=False,
     )
     # `JobOptions(export_formats=...)` and `.export_formats`, for one release.
     RENAMED_FIELDS: ClassVar = {"export_formats": "checkpoint_layouts"}
@@ -88,18 +101,30 @@ class FinetuningConfig(JobOptions):
         help="The task: " + ", ".join(registry.list_tasks()) + ". Without it (and in a run with "
         "no flags) the built-in main job runs: MiniLM fine-tuned on gensim's movie reviews. "
         "May be left out in eval/predict/export runs of a fine-tuned model (it names its task).",
+        affects_result=True,
     )
     mode: str = setting(
         "train_and_eval",
         help="train | train_and_eval (periodic evaluation, best export) | eval | predict | "
         "export (a fine-tuned model written as finetuned/ and --checkpoint_layouts).",
         choices=MODES,
+        affects_result=False,
     )
-    data_dir: str | None = setting(None, help="Directory of the task's files (official layout).")
+    data_dir: str | None = setting(
+        None, help="Directory of the task's files (official layout).", affects_result=True
+    )
+    eval_split: str | None = setting(
+        None,
+        help="The name of the evaluated split: eval_results.json's key, "
+        "predictions_<split>.jsonl, the TensorBoard tags (e.g. test). Default: the stem of "
+        "--eval_file when given, else the task's (dev).",
+        affects_result=False,
+    )
     tfds_data_dir: str | None = setting(
         None,
         help="tensorflow-datasets data directory to read a prepared copy from when "
         "--data_dir is unset (nothing is downloaded).",
+        affects_result=True,
     )
     init_checkpoint: str | None = setting(
         None,
@@ -109,31 +134,46 @@ class FinetuningConfig(JobOptions):
         "a fine-tuned directory or a fine-tuning run's --output_dir (its "
         "encoder), a pretraining run's --output_dir, or a preset name (random weights). "
         "eval/predict/export: the fine-tuned model (default: --output_dir's).",
+        affects_result=True,
     )
     max_seq_length: int | None = setting(
         None,
         help="Tokens per packed sequence (default: the task's, 128 for sentence tasks and "
         "384 for SQuAD; for a fine-tuned model, the length it was trained with).",
         lower_bound=3,
+        affects_result=True,
     )
-    encoding: str | None = setting(None, help="Text encoding of the input files (default: UTF-8).")
+    encoding: str | None = setting(
+        None, help="Text encoding of the input files (default: UTF-8).", affects_result=True
+    )
     task_options: dict[str, Any] = setting(
-        help="The task's options.", flag=False, default_factory=dict
+        help="The task's options.",
+        flag=False,
+        default_factory=dict,
+        affects_result=True,
     )
-    num_train_epochs: float = setting(3.0, help="Epochs over the training examples.")
+    num_train_epochs: float = setting(
+        3.0, help="Epochs over the training examples.", affects_result=True
+    )
     num_train_steps: int | None = setting(
         None,
         help="Optimizer steps (default: examples / --train_batch_size * --num_train_epochs).",
         lower_bound=0,
+        affects_result=True,
     )
-    predict_batch_size: int = setting(32, help="Batch size of prediction.", lower_bound=1)
+    predict_batch_size: int = setting(
+        32, help="Batch size of prediction.", lower_bound=1, affects_result=False
+    )
     use_best_model: bool = setting(
         False,
         help="Evaluate, predict and export with the best evaluated model (best/) instead "
         "of the final one.",
+        affects_result=False,
     )
     export_best: bool = setting(
-        True, help="Export the best evaluated model to --output_dir/best/ during training."
+        True,
+        help="Export the best evaluated model to --output_dir/best/ during training.",
+        affects_result=False,
     )
     # === Training core (keras_bert_zoo.training.options): the defaults fine-tuning changes ===
     warmup_proportion: float = 0.1
@@ -214,32 +254,43 @@ class PretrainingConfig(JobOptions):
         "evaluate --output_dir's newest checkpoint (or --init_checkpoint) on "
         "--eval_input_file; export: write that model as export_google/, export_huggingface/.",
         choices=PRETRAINING_MODES,
+        affects_result=False,
     )
     # === Input ===
     input_file: str | None = setting(
         None,
         help="Comma-separated globs of the training input: pretraining TFRecords (ours or "
         "google-research/bert's) or, with --input_mode=dynamic_text, text files.",
+        affects_result=True,
     )
     input_mode: str = setting(
         "records",
         help="records: static records as written; remask_records: the records with new "
         "masks every pass; dynamic_text: raw text, NSP pairs and masks made on the fly.",
         choices=INPUT_MODES,
+        affects_result=True,
     )
     eval_input_file: str | None = setting(
-        None, help="Comma-separated globs of held-out pretraining records."
+        None,
+        help="Comma-separated globs of held-out pretraining records.",
+        affects_result=False,
     )
-    eval_steps: int = setting(100, help="Batches per evaluation (0: all).", lower_bound=0)
+    eval_steps: int = setting(
+        100, help="Batches per evaluation (0: all).", lower_bound=0, affects_result=False
+    )
     eval_batch_size: int = 8
     # The exported checkpoint is what pretraining is for: both layouts by default.
     checkpoint_layouts: tuple[str, ...] = CHECKPOINT_LAYOUTS
     # === Model ===
     bert_config_file: str | None = setting(
-        None, help="The model's bert_config.json (or HF config.json)."
+        None,
+        help="The model's bert_config.json (or HF config.json).",
+        affects_result=True,
     )
     preset: str | None = setting(
-        None, help="A preset architecture for random weights (e.g. bert_tiny_uncased)."
+        None,
+        help="A preset architecture for random weights (e.g. bert_tiny_uncased).",
+        affects_result=True,
     )
     init_checkpoint: str | None = setting(
         None,
@@ -247,6 +298,7 @@ class PretrainingConfig(JobOptions):
         "directory (with or without the pretraining heads), an earlier run's --output_dir "
         "or one of its checkpoints/ckpt-N, a fine-tuned directory, or a preset name. "
         "--mode=eval|export: the model used (default: --output_dir's newest checkpoint).",
+        affects_result=True,
     )
     # === Data ===
     max_seq_length: int | None = setting(
@@ -254,20 +306,33 @@ class PretrainingConfig(JobOptions):
         help="Tokens per sequence (records: default read from them; dynamic_text: 128). "
         "Longer than --init_checkpoint's position table: the table is extended (phase 2).",
         lower_bound=5,
+        affects_result=True,
     )
     max_predictions_per_seq: int | None = setting(
         None,
         help="Masked positions per sequence (records: default read from them; else 20).",
         lower_bound=1,
+        affects_result=True,
     )
-    masked_lm_prob: float = setting(0.15, help="Masked LM probability (dynamic modes).")
-    short_seq_prob: float = setting(0.1, help="Probability of shorter sequences (dynamic_text).")
-    do_whole_word_mask: bool = setting(False, help="Whole-word masking (dynamic modes).")
+    masked_lm_prob: float = setting(
+        0.15, help="Masked LM probability (dynamic modes).", affects_result=True
+    )
+    short_seq_prob: float = setting(
+        0.1, help="Probability of shorter sequences (dynamic_text).", affects_result=True
+    )
+    do_whole_word_mask: bool = setting(
+        False, help="Whole-word masking (dynamic modes).", affects_result=True
+    )
     shuffle_buffer: int = setting(
-        10_000, help="Records (instances) shuffled in memory.", lower_bound=0
+        10_000,
+        help="Records (instances) shuffled in memory.",
+        lower_bound=0,
+        affects_result=True,
     )
     # === Run ===
-    num_train_steps: int = setting(100_000, help="Optimizer steps.", lower_bound=1)
+    num_train_steps: int = setting(
+        100_000, help="Optimizer steps.", lower_bound=1, affects_result=True
+    )
     # === Training core (keras_bert_zoo.training.options): the defaults pretraining changes ===
     warmup_proportion: float = 0.01
     decay_from_step_zero: bool = True
@@ -313,24 +378,28 @@ class DistillationConfig(FinetuningConfig):
         None,
         help="The teacher: a fine-tuned directory (finetuned/, best/) or a fine-tuning run's "
         "--output_dir, of any task.",
+        affects_result=True,
     )
     student: str | None = setting(
         None,
         help="Where the student starts when it is not the teacher's own layers: a preset "
         "(random weights of that architecture) or any checkpoint --init_checkpoint accepts "
         "(its vocabulary must be the teacher's; the hidden size may differ).",
+        affects_result=True,
     )
     student_layers: str | None = setting(
         None,
         help="The student is the teacher with these of its blocks (DistilBERT's "
         "initialization): indices (0,2,4) or a count (3: evenly spaced from the first). "
         "Default: half the teacher's blocks, when --student is not given.",
+        affects_result=True,
     )
     transfer_file: str | None = setting(
         None,
         help="Unlabelled in-domain text the teacher labels, one example a line (the task's "
         "text fields separated by tabs): trained on the soft targets and intermediate "
         "losses only.",
+        affects_result=True,
     )
     cache_teacher_outputs: bool = setting(
         False,
@@ -338,12 +407,18 @@ class DistillationConfig(FinetuningConfig):
         "<output_dir>/teacher_outputs.tfrecord, and train on them instead of running the "
         "teacher at every step (a large transfer set; the soft-target term only, not "
         "--hidden_state_weight or --attention_weight). A resumed run reads them back.",
+        affects_result=False,
     )
     temperature: float = setting(
-        2.0, help="Softmax temperature of the soft targets (the loss is scaled by T^2)."
+        2.0,
+        help="Softmax temperature of the soft targets (the loss is scaled by T^2).",
+        affects_result=True,
     )
     hard_label_weight: float = setting(
-        1.0, help="Weight of the task's own loss on the labels.", lower_bound=0.0
+        1.0,
+        help="Weight of the task's own loss on the labels.",
+        lower_bound=0.0,
+        affects_result=True,
     )
     soft_target_weight: float = setting(
         1.0,
@@ -351,29 +426,34 @@ class DistillationConfig(FinetuningConfig):
         "distributions (per position for span and tag heads, over the choices for multiple "
         "choice), or squared error to its score (regression).",
         lower_bound=0.0,
+        affects_result=True,
     )
     hidden_state_weight: float = setting(
         0.0,
         help="Weight of the hidden-state loss: MSE between mapped blocks' outputs, through a "
         "learned projection when the widths differ (TinyBERT).",
         lower_bound=0.0,
+        affects_result=True,
     )
     attention_weight: float = setting(
         0.0,
         help="Weight of the attention loss: KL between mapped blocks' attention "
         "distributions (TinyBERT, MiniLM).",
         lower_bound=0.0,
+        affects_result=True,
     )
     layer_map: str | None = setting(
         None,
         help="student:teacher block pairs of the intermediate losses, e.g. 0:1,1:3,2:5 "
         "(default: uniform, the last block to the last block).",
+        affects_result=True,
     )
     mode: str = setting(
         "train_and_eval",
         help="train | train_and_eval (periodic evaluation of the student, best export). "
         "Evaluate, predict or export the result with run_finetuning.py.",
         choices=DISTILLATION_MODES,
+        affects_result=False,
     )
 
 

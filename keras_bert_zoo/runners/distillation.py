@@ -40,7 +40,7 @@ import shutil
 import tempfile
 from typing import Any
 
-from keras_bert_zoo.runners import finetuning, run_dir, run_outputs, sources
+from keras_bert_zoo.runners import finetuning, fingerprint, run_dir, run_outputs, sources
 from keras_bert_zoo.runners.configs import (
     DistillationConfig,
     config_from_distillation_flags,
@@ -66,7 +66,8 @@ __all__ = [
     "summary",
 ]
 
-# The run's distillation settings: a resumed run must be the same distillation.
+# The run's distillation settings (`run_settings.json` holds them with the others, and
+# checks them on a rerun; this file is the check of directories written before it).
 # `--cache_teacher_outputs` is not one of them: it changes where the teacher's outputs
 # come from (equal up to float rounding), not what is learned, so a run may resume with
 # it switched on or off.
@@ -304,16 +305,40 @@ class DistillationJob(finetuning.FinetuningJob):
         return None  # the student's weights are set when it is built
 
     def record_run(self, *, write: bool) -> None:
+        """The fine-tuning fingerprint (`run_settings.json` holds the distillation
+        settings too), and `distillation.json`, which also keeps the teacher's results."""
         super().record_run(write=write)
+        if write:
+            path = os.path.join(self.output_dir, DISTILLATION_FILE)
+            write_json_atomically(path, self._distillation_settings())
+
+    def _distillation_settings(self) -> dict[str, Any]:
         settings = {key: getattr(self.config, key) for key in _FINGERPRINT_KEYS}
         settings["teacher"] = self.teacher_source.path
+        return settings
+
+    def run_settings(self, description: dict[str, Any]) -> dict[str, Any]:
+        current = super().run_settings(description)
+        current["teacher"] = fingerprint.comparable(self.teacher_source.path, path=True)
+        current[fingerprint.TRANSFER_DATA] = fingerprint.examples_digest(self.transfer_examples)
+        return current
+
+    def check_earlier_fingerprint(self, description: dict[str, Any]) -> None:
+        super().check_earlier_fingerprint(description)
         path = os.path.join(self.output_dir, DISTILLATION_FILE)
         if os.path.isfile(path):
             with open(path, encoding="utf-8") as f:
                 saved = json.load(f)
-            run_dir.check_same_run(path, saved, settings, _FINGERPRINT_KEYS)
-        if write:
-            write_json_atomically(path, settings)
+            run_dir.check_same_run(path, saved, self._distillation_settings(), _FINGERPRINT_KEYS)
+
+    def run_entries(self) -> tuple[str, ...]:
+        # The names of data.teacher_outputs (which imports TensorFlow): the cache.
+        return (
+            *super().run_entries(),
+            DISTILLATION_FILE,
+            "teacher_outputs.tfrecord",
+            "teacher_outputs.json",
+        )
 
     def training_features(self) -> dict[str, Any]:
         settings = {

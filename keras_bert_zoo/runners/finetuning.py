@@ -8,11 +8,16 @@ by name. `runners.demo.run_demo()` is the main job.
 Modes:
 
 - `train`: fine-tune `--init_checkpoint` on the task's training split, save the model.
+  A rerun resumes the run in `output_dir` only if it is the same run
+  (`runners.fingerprint`), or starts over there with `overwrite_output_dir`.
 - `train_and_eval`: the same, evaluating the eval splits every `eval_every` steps (by
   default once per epoch) and at the end; the best model by the task's
   `primary_metric` is exported to `best/`.
-- `eval`: evaluate a fine-tuned model on the eval splits.
-- `predict`: write the task's prediction files for its predict splits.
+- `eval`: evaluate a fine-tuned model on the eval splits, each reported under its name
+  (`eval_split`, by default the stem of `--eval_file`, else the task's: `dev`); the
+  results of other splits stay in `eval_results.json`.
+- `predict`: write the task's prediction files for its predict splits, and the metrics
+  of those with labels (printed, and in `eval_results.json` under the split's name).
 - `export`: write a fine-tuned model as `finetuned/` and in the `--checkpoint_layouts`
   checkpoint layouts (e.g. a google-research/bert checkpoint with the task's head as a
   Hugging Face directory).
@@ -52,7 +57,7 @@ import logging
 import os
 from typing import Any
 
-from keras_bert_zoo.runners import run_dir, run_outputs, sources
+from keras_bert_zoo.runners import fingerprint, run_dir, run_outputs, sources
 from keras_bert_zoo.runners.configs import (
     FinetuningConfig,
     config_from_flags,
@@ -198,7 +203,12 @@ class FinetuningJob(Job):
     def _read_eval_sets(self) -> None:
         task = self.task
         splits = task.split_names()
-        self.eval_sets = run_outputs.read_splits(task, splits["eval"]) if self.evaluates else {}
+        # {the name each evaluated split is reported under: the task's split}
+        names = run_outputs.eval_split_names(task, self.config.eval_split)
+        self.eval_sets = {}
+        if self.evaluates:
+            read = run_outputs.read_splits(task, list(names.values()))
+            self.eval_sets = {name: read[split] for name, split in names.items()}
         self.last_answers: dict[str, Any] = {}
         if self.evaluates and not self.eval_sets:
             hint = "use --mode=train, or " if self.config.trains else ""
@@ -242,12 +252,44 @@ class FinetuningJob(Job):
         return load_checkpoint(initializer) if isinstance(initializer, str) else initializer
 
     def record_run(self, *, write: bool) -> None:
-        """`output_dir/task.json`: a resumed run must be the same task; written once
-        every input is checked."""
+        """`output_dir/run_settings.json` (`runners.fingerprint`) and `task.json`: a
+        rerun resumes only the same run (or starts over, `--overwrite_output_dir`);
+        written once every input is checked."""
         description = task_description(self.task, self.tokenizer)
         # The run's settings, not what it learns (tuned thresholds live in finetuned/).
         for key in self.task.learned_state_keys():
             description["state"].pop(key, None)
+        current = self.run_settings(description)
+        if not self.starts_over:
+            if os.path.isfile(fingerprint.run_settings_path(self.output_dir)):
+                fingerprint.check_run_settings(self.output_dir, current)
+            else:  # nothing there, or a run of an earlier version: its own fingerprint
+                self.check_earlier_fingerprint(description)
+        if write:
+            write_json_atomically(os.path.join(self.output_dir, TASK_FILE), description)
+            fingerprint.write_run_settings(self.output_dir, current)
+
+    def run_settings(self, description: dict[str, Any]) -> dict[str, Any]:
+        """What this run's result depends on (`runners.fingerprint`): the settings that
+        change it, as the task and tokenizer resolved them (the task's length, the
+        vocabulary's casing and content), and the training examples' digest."""
+        task, tokenizer = self.task, self.tokenizer
+        current = fingerprint.config_settings(self.config)
+        current.update(
+            task=task.task_name,
+            max_seq_length=task.max_seq_length,
+            encoding=task.encoding,
+            do_lower_case=bool(tokenizer.lowercase),
+            vocab_file=fingerprint.vocabulary_digest(tokenizer.get_vocabulary()),
+        )
+        current.update(fingerprint.task_option_settings(task.option_values))
+        current[fingerprint.TASK_STATE] = description["state"]
+        current[fingerprint.TRAINING_DATA] = fingerprint.examples_digest(self.train_examples)
+        return current
+
+    def check_earlier_fingerprint(self, description: dict[str, Any]) -> None:
+        """A directory without `run_settings.json` (none yet, or written by an earlier
+        version): its `task.json` must name the same task, state, length and casing."""
         path = os.path.join(self.output_dir, TASK_FILE)
         if os.path.isfile(path):
             run_dir.check_same_run(
@@ -256,8 +298,9 @@ class FinetuningJob(Job):
                 description,
                 ("task_name", "state", "max_seq_length", "lowercase"),
             )
-        if write:
-            write_json_atomically(path, description)
+
+    def run_entries(self) -> tuple[str, ...]:
+        return (*super().run_entries(), TASK_FILE)
 
     def dataset_fn(self):
         config = self.config
@@ -353,15 +396,28 @@ class FinetuningJob(Job):
                 "to predict (e.g. --predict_file) or the test files in --data_dir"
             )
         files = {}
+        # The labelled splits' answers, scored by prediction_results.
+        self.predicted: dict[str, tuple[list, list]] = {}
         for split, examples in run_outputs.read_splits(task, splits["predict"]).items():
             answers = prediction.predict(
                 task, model, examples, self.preprocessor, self.config.predict_batch_size
             )
+            if run_outputs.labelled(examples):
+                self.predicted[split] = (examples, answers)
             if write:
                 files[split] = run_outputs.write_predictions(
                     task, answers, examples, self.output_dir, split
                 )
         return files
+
+    def prediction_results(self) -> dict[str, Any]:
+        predicted = getattr(self, "predicted", {})
+        if not predicted:
+            return {}
+        examples = {split: pair[0] for split, pair in predicted.items()}
+        answers = {split: pair[1] for split, pair in predicted.items()}
+        self.last_confusion_matrices = run_outputs.confusion_matrices(self.task, answers, examples)
+        return run_outputs.score_answers(self.task, answers, examples)
 
     def write_eval_predictions(self, *, write: bool) -> dict[str, list[str]]:
         files = {}
@@ -418,7 +474,9 @@ class FinetuningJob(Job):
         )
         if getattr(self, "last_confusion_matrices", None):
             record["confusion_matrices"] = self.last_confusion_matrices
-        return record
+        # The other splits evaluated in this directory keep their results (an eval of
+        # test.csv does not replace dev's).
+        return run_outputs.with_earlier_splits(record, run_dir.read_eval_results(self.output_dir))
 
     def write_evaluation_summaries(self, step) -> None:
         # The final evaluation that reuses the last periodic one is written once.

@@ -36,7 +36,7 @@ import logging
 import os
 from typing import Any
 
-from keras_bert_zoo.runners import run_dir, sources
+from keras_bert_zoo.runners import fingerprint, run_dir, sources
 from keras_bert_zoo.runners.configs import PRETRAINING_MODES, PretrainingConfig
 from keras_bert_zoo.runners.configs import config_from_pretraining_flags as config_from_flags
 from keras_bert_zoo.runners.configs import define_pretraining_flags as define_flags
@@ -192,21 +192,51 @@ class PretrainingJob(Job):
         return initialize
 
     def record_run(self, *, write: bool) -> None:
-        """`bert_config.json` (and `vocab.txt`) of the run; a resumed run must match."""
+        """`bert_config.json` (and `vocab.txt`) and `run_settings.json`
+        (`runners.fingerprint`) of the run: a rerun resumes only the same run, the same
+        architecture and every setting that changes what is learned (or starts over,
+        `--overwrite_output_dir`)."""
         from keras_bert_zoo.config import BertConfig
         from keras_bert_zoo.text.vocab import write_vocab
         from keras_bert_zoo.utils.atomic import write_json_atomically
 
         path = os.path.join(self.output_dir, CONFIG_FILE)
         current = self.bert_config.to_google_dict()
-        if os.path.isfile(path):
-            saved = BertConfig.from_google_json(path).to_google_dict()
-            run_dir.check_same_run(path, saved, current, sorted(set(saved) | set(current)))
+        settings = self.run_settings()
+        if not self.starts_over:
+            architecture = []
+            if os.path.isfile(path):
+                saved = BertConfig.from_google_json(path).to_google_dict()
+                keys = sorted(set(saved) | set(current))
+                architecture = run_dir.setting_differences(saved, current, keys)
+            if os.path.isfile(fingerprint.run_settings_path(self.output_dir)):
+                fingerprint.check_run_settings(
+                    self.output_dir, settings, more_differences=architecture
+                )
+            elif architecture:  # no run_settings.json: a run of an earlier version
+                raise run_dir.other_run_error(path, architecture)
         if not write:
             return
         write_json_atomically(path, current)
         if self.task.vocabulary():
             write_vocab(os.path.join(self.output_dir, "vocab.txt"), self.task.vocabulary())
+        fingerprint.write_run_settings(self.output_dir, settings)
+
+    def run_settings(self) -> dict[str, Any]:
+        """What this run's result depends on (`runners.fingerprint`): the settings that
+        change it, the lengths read from the records, and digests of the vocabulary and
+        the training files."""
+        current = fingerprint.config_settings(self.config)
+        current.update(
+            max_seq_length=self.seq_length,
+            max_predictions_per_seq=self.predictions,
+            vocab_file=fingerprint.vocabulary_digest(self.task.vocabulary() or []),
+        )
+        current[fingerprint.TRAINING_DATA] = fingerprint.files_digest(self.train_input.files)
+        return current
+
+    def run_entries(self) -> tuple[str, ...]:
+        return (*super().run_entries(), CONFIG_FILE, "vocab.txt")
 
     def dataset_fn(self):
         return self.task.training_dataset_fn(

@@ -1,7 +1,9 @@
 """The run directory: what every job writes in `--output_dir` besides checkpoints.
 
 - the resume fingerprint: a rerun with the same `--output_dir` continues the run only
-  when it is the same run (`check_same_run`);
+  when it is the same run (`check_same_run`, one line naming every setting that
+  differs; `runners.fingerprint` says what is compared), or starts over there with
+  `--overwrite_output_dir` (`clear_run`);
 - `eval_results.json`: the last evaluation and the history of every evaluation of the
   directory, earlier (killed) runs' included (`EvalHistory`, `write_eval_results`);
 - JSON-safe values (`json_safe`: JSON has no NaN);
@@ -16,7 +18,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from keras_bert_zoo.checkpoints.export import export_checkpoint  # noqa: F401 - moved there
@@ -57,34 +61,114 @@ def check_checkpoint_layouts(layouts: Sequence[str]) -> tuple[str, ...]:
     return layouts
 
 
+# === Resuming the same run, or starting over ===
+
+OVERWRITE_FLAG = "--overwrite_output_dir"
+
+
+def setting_differences(
+    saved: Mapping[str, Any], current: Mapping[str, Any], keys: Sequence[str] | None = None
+) -> list[tuple[str, Any, Any]]:
+    """`(key, saved value, current value)` of each key of `keys` (default: the keys both
+    have, in `current`'s order) whose values differ as JSON."""
+    if keys is None:
+        keys = [key for key in current if key in saved]
+    return [
+        (key, saved.get(key), current.get(key))
+        for key in keys
+        if json_safe(saved.get(key)) != json_safe(current.get(key))
+    ]
+
+
+def _shown(value: Any) -> str:
+    """A recorded value as the refusal shows it: short, a digest by its first digits."""
+    if value is None:
+        return "unset"
+    if isinstance(value, str):
+        text = value[:19] if value.startswith("sha256:") else value
+    else:
+        text = json.dumps(json_safe(value), sort_keys=True)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def other_run_error(path: str, differences: Sequence[tuple[str, Any, Any]]) -> UserError:
+    """The one line that refuses to resume a run with other settings: each setting that
+    differs (`key old -> new`) and the two ways on."""
+    changes = ", ".join(f"{key} {_shown(old)} -> {_shown(new)}" for key, old, new in differences)
+    return UserError(
+        f"{path}: this output directory holds a run with other settings: {changes}. Use "
+        f"another --output_dir, or {OVERWRITE_FLAG} to start over here (it removes that run)"
+    )
+
+
 def check_same_run(
-    path: str, saved: Mapping[str, Any], current: Mapping[str, Any], keys: Sequence[str]
+    path: str,
+    saved: Mapping[str, Any],
+    current: Mapping[str, Any],
+    keys: Sequence[str] | None = None,
 ) -> None:
-    """Refuses to resume a different run: `saved` (read from `path`, the directory's
-    fingerprint file) and `current` must agree on every key of `keys`."""
-    for key in keys:
-        if json_safe(saved.get(key)) != json_safe(current.get(key)):
-            raise UserError(
-                f"{path}: this output directory holds a run with {key}={saved.get(key)!r}, "
-                f"but this run has {current.get(key)!r}. Use another --output_dir (or "
-                "delete this one) to start a different run"
-            )
+    """Refuses to resume a different run: `saved` (read from `path`, a fingerprint file
+    of the directory) and `current` must agree on every key of `keys` (default: the keys
+    both have); every difference is named in one line."""
+    differences = setting_differences(saved, current, keys)
+    if differences:
+        raise other_run_error(path, differences)
+
+
+def clear_run(output_dir: str, entries: Iterable[str]) -> list[str]:
+    """Removes the run in `output_dir` (`--overwrite_output_dir`): its `entries` (names
+    in it); returns those removed. Other files stay.
+
+    Each entry is first renamed into one dot-named temporary directory, the checkpoints
+    first, which is then deleted. A kill at any moment leaves either the whole old run
+    or a directory without checkpoints, so never a part of it that a rerun resumes; the
+    temporary is removed by the next run (`remove_stale_temporaries`).
+    """
+    if not os.path.isdir(output_dir):
+        return []
+    ordered = [CHECKPOINTS_DIR, *(name for name in entries if name != CHECKPOINTS_DIR)]
+    present = [
+        name for name in dict.fromkeys(ordered) if os.path.lexists(os.path.join(output_dir, name))
+    ]
+    if not present:
+        return []
+    trash = tempfile.mkdtemp(dir=output_dir, prefix=".overwritten.tmp-")
+    for name in present:
+        os.replace(os.path.join(output_dir, name), os.path.join(trash, name))
+    shutil.rmtree(trash, ignore_errors=True)
+    kept = sorted(name for name in os.listdir(output_dir) if not name.startswith("."))
+    logger.info(
+        "Started over in %s: removed %s%s",
+        output_dir,
+        ", ".join(present),
+        f" (kept {', '.join(kept)}: not written by a run)" if kept else "",
+    )
+    return present
 
 
 # === eval_results.json ===
 
 
-def read_history(output_dir: str) -> list[dict]:
-    """The `history` of `output_dir/eval_results.json` (empty if none or unreadable)."""
+def read_eval_results(output_dir: str) -> dict:
+    """`output_dir/eval_results.json` (empty if none or unreadable)."""
     path = os.path.join(output_dir, EVAL_RESULTS_FILE)
     if not os.path.isfile(path):
-        return []
+        return {}
     try:
         with open(path, encoding="utf-8") as f:
-            return list(json.load(f).get("history", []))
-    except (OSError, ValueError, AttributeError) as error:
+            record = json.load(f)
+    except (OSError, ValueError) as error:
         logger.warning("Ignoring unreadable %s: %s", path, error)
-        return []
+        return {}
+    if not isinstance(record, dict):
+        logger.warning("Ignoring unreadable %s: not a JSON object", path)
+        return {}
+    return record
+
+
+def read_history(output_dir: str) -> list[dict]:
+    """The `history` of `output_dir/eval_results.json` (empty if none or unreadable)."""
+    return list(read_eval_results(output_dir).get("history", []))
 
 
 class EvalHistory:

@@ -15,6 +15,7 @@ import filecmp
 import json
 import logging
 import os
+import re
 import warnings
 import zipfile
 from collections.abc import Mapping, Sequence
@@ -88,6 +89,60 @@ def check_saved_task(config, description: Mapping[str, Any], where: str) -> None
 
 
 # === Reading and evaluating ===
+
+
+# A split's name is a file name's part (predictions_<split>.jsonl) and a TensorBoard tag's.
+_SPLIT_NAME = re.compile(r"^[\w.-]+$")
+
+
+def eval_split_names(task, eval_split: str | None = None) -> dict[str, str]:
+    """`{name: the task's split}` of the splits an evaluation reads: the task's eval
+    splits under their own names, or its one eval split under `eval_split` (`--eval_split`)
+    or else the stem of the task's `eval_file` (`--eval_file=test.csv` is `test`).
+
+    Raises:
+        UserError: an `eval_split` that is no name (`[A-Za-z0-9_.-]`), or one for a task
+            that evaluates several splits (MNLI's matched and mismatched).
+    """
+    splits = tuple(task.split_names()["eval"])
+    name = eval_split
+    if name is not None and not _SPLIT_NAME.match(name):
+        raise UserError(f"--eval_split={name!r}: a split name is letters, digits, _ . and -")
+    if name is not None and len(splits) > 1:
+        raise UserError(
+            f"--eval_split={name}: {task.task_name} evaluates {len(splits)} splits "
+            f"({', '.join(splits)}), each under its own name; leave --eval_split out"
+        )
+    eval_file = getattr(task, "option_values", {}).get("eval_file")
+    if name is None and eval_file and len(splits) == 1:
+        stem = os.path.splitext(os.path.basename(str(eval_file)))[0]
+        name = re.sub(r"[^\w.-]", "_", stem) or None
+    if name is None or len(splits) != 1:
+        return {split: split for split in splits}
+    return {name: splits[0]}
+
+
+def labelled(examples: Sequence) -> bool:
+    """Whether every example has its gold answer, so predictions can be scored: the
+    examples of every task say so by `has_gold`, or by a `label` or `tags` that is set."""
+
+    def has_gold(example) -> bool:
+        if hasattr(example, "has_gold"):
+            return bool(example.has_gold)
+        for attribute in ("label", "tags"):
+            if hasattr(example, attribute):
+                return getattr(example, attribute) is not None
+        return False
+
+    return bool(examples) and all(has_gold(example) for example in examples)
+
+
+def score_answers(task, answers, examples) -> dict[str, dict[str, float]]:
+    """`{split: metrics}` of `answers[split]` against `examples[split]`."""
+    return {
+        split: {key: float(value) for key, value in task.evaluate(answers[split], rows).items()}
+        for split, rows in examples.items()
+    }
 
 
 def read_splits(task, splits: Sequence[str]) -> dict[str, list]:
@@ -355,6 +410,34 @@ def save_run_model(
         exports[layout] = export_task_checkpoint(path, task, model, tokenizer, layout)
         logger.info("Wrote the %s layout to %s", layout, path)
     return exports
+
+
+def with_earlier_splits(record: Mapping[str, Any], earlier: Mapping[str, Any]) -> dict:
+    """`record` (this evaluation's `eval_results.json`) with the results of the splits
+    that `earlier` (the file before it) holds and this evaluation did not evaluate, and
+    `splits`: each split's step and model. So evaluating `test` keeps `dev`'s results
+    apart, beside it."""
+    record = dict(record)
+    splits = {
+        name: {"step": record.get("step"), "model": record.get("model")}
+        for name in record.get("results", {})
+    }
+    results = dict(record.get("results", {}))
+    matrices = dict(record.get("confusion_matrices", {}))
+    earlier_splits = earlier.get("splits", {})
+    for name, metrics in earlier.get("results", {}).items():
+        if name in results or not isinstance(metrics, Mapping):
+            continue
+        results[name] = metrics
+        splits[name] = earlier_splits.get(
+            name, {"step": earlier.get("step"), "model": earlier.get("model")}
+        )
+        if name in earlier.get("confusion_matrices", {}):
+            matrices[name] = earlier["confusion_matrices"][name]
+    record.update(results=results, splits=splits)
+    if matrices:
+        record["confusion_matrices"] = matrices
+    return record
 
 
 def eval_record(task, results, *, step, model_source: str, history=()) -> dict[str, Any]:

@@ -6,10 +6,13 @@ Runner(job).run():                mode: job.mode (config.mode)
   setup_strategy()                strategy (first: MultiWorkerMirroredStrategy), seed, dtype policy
   train | train_and_eval:
     job.prepare(strategy)         data, tokenizer, initial weights
+    job.record_run(write=False)   a rerun must be the same run (the resume fingerprint),
+                                  refused before any model is built
     build_model(strategy)         job.build_model() in the strategy's scope
-    job.record_run(write=False)   a rerun must be the same run (the resume fingerprint)
     job.count_train_steps()       the optimizer steps of the run
     compile(model)                keras optimizer from the optimizer flags + job.compile_kwargs()
+    start_over()                  --overwrite_output_dir: the chief removes the old run
+                                  (job.run_entries()), every worker waits for it
     build_trainer(model)          training.Trainer from the loop flags, with the job's
                                   job.loss_fn(model) and job.dataset_transform()
     job.record_run(write=chief)
@@ -22,7 +25,8 @@ Runner(job).run():                mode: job.mode (config.mode)
   evaluation()                    train_and_eval, eval: job.evaluate, eval_results.json, then
                                   job.write_eval_predictions(); reused when the last periodic
                                   evaluation was of the same model at the same step
-  job.predict(model)              predict: the prediction files
+  job.predict(model)              predict: the prediction files, and the metrics of the
+                                  labelled ones (job.prediction_results), eval_results.json
   job.export(model)               train, train_and_eval, export: the chief writes the exports
 ```
 
@@ -43,13 +47,14 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from keras_bert_zoo.runners import run_dir
+from keras_bert_zoo.runners import fingerprint, run_dir
 from keras_bert_zoo.runners.loss_and_weights import (
     load_checkpoint,
     model_loss_fn,
     packing_transform,
 )
 from keras_bert_zoo.training import distribute
+from keras_bert_zoo.utils import run_layout
 from keras_bert_zoo.utils.deprecation import REMOVAL
 from keras_bert_zoo.utils.errors import UserError
 
@@ -150,20 +155,54 @@ class Job(abc.ABC):
 
     def loss_fn(self, model) -> Callable:
         """`Trainer(loss_fn=...)`: the loss of one micro-batch of `model` (see
-        `model_loss_fn`), packed with `config.packed_sequences`."""
-        return model_loss_fn(model, packed=self.config.packed_sequences)
+    def batching(self) -> str:
+        """The layout of the training batches: `config.batching`, `auto` resolved. The
+        base job's batches are full rows (pretraining records): `auto` is `padded`, and
+        `bucketed` is refused; `FinetuningJob` resolves it for its task and model
+        (`loss_and_weights.training_batching`)."""
+        requested = self.config.batching
+        if requested == "bucketed":
+            raise UserError(
+                f"--batching=bucketed does not apply to {type(self).__name__}: its batches "
+                "are full rows; use padded or packed"
+            )
+        return "padded" if requested == "auto" else requested
+
+        `model_loss_fn`), packed when `batching()` is."""
+        return model_loss_fn(model, packed=self.batching() == "packed")
 
     def dataset_transform(self) -> Callable | None:
-        """`Trainer(dataset_transform=...)`: the batches packed, with
-        `config.packed_sequences` (else None)."""
-        if not self.config.packed_sequences:
+        """`Trainer(dataset_transform=...)`: the batches packed, when `batching()` is
+        (else None)."""
+        if self.batching() != "packed":
             return None
         return packing_transform(self.config.gradient_accumulation_steps)
 
     @abc.abstractmethod
     def record_run(self, *, write: bool) -> None:
-        """Refuses an `output_dir` that holds another run; with `write`, records this
-        one (the resume fingerprint)."""
+        """Refuses an `output_dir` that holds another run (unless `starts_over`); with
+        `write`, records this one (the resume fingerprint, `runners.fingerprint`)."""
+
+    @property
+    def starts_over(self) -> bool:
+        """Whether this run replaces the run in `output_dir` (`--overwrite_output_dir`)
+        instead of resuming it."""
+        return bool(getattr(self.config, "overwrite_output_dir", False))
+
+    def run_entries(self) -> tuple[str, ...]:
+        """The names a run of this job writes in `output_dir`: what
+        `--overwrite_output_dir` removes (other files stay)."""
+        return (
+            run_layout.CHECKPOINTS_DIR,
+            run_layout.TRAIN_SUMMARIES_DIR,
+            run_layout.EVAL_SUMMARIES_DIR,
+            run_layout.BEST_DIR,
+            run_layout.FINETUNED_DIR,
+            *run_layout.EXPORT_DIRS.values(),
+            run_layout.EVAL_RESULTS_FILE,
+            run_layout.PREDICTIONS_DIR,
+            fingerprint.RUN_SETTINGS_FILE,
+        )
 
     # --- Training ---
 
@@ -191,6 +230,11 @@ class Job(abc.ABC):
     def write_eval_predictions(self, *, write: bool) -> dict[str, list[str]]:
         """After the run's reported evaluation: the files of its answers (none by
         default)."""
+        return {}
+
+    def prediction_results(self) -> dict[str, Any]:
+        """After `predict`: the evaluation results of the predicted splits that have
+        labels (none by default), reported and written as an evaluation's."""
         return {}
 
     # --- Evaluation ---
@@ -334,6 +378,11 @@ class Runner:
         mode = job.mode
         if mode not in job.modes:
             raise UserError(f"--mode={mode} is not a mode of this job; choose from {job.modes}")
+        if job.starts_over and mode not in TRAINING_MODES:
+            raise UserError(
+                f"--overwrite_output_dir starts a training run over; --mode={mode} reads "
+                "the run there: leave the flag out"
+            )
         job.check_inputs()
         self.setup_strategy()
         self.history = run_dir.EvalHistory(
@@ -347,6 +396,7 @@ class Runner:
             result.prediction_files.update(job.write_eval_predictions(write=self.chief))
         if mode == "predict":
             result.prediction_files.update(job.predict(result.model, write=self.chief))
+            self.report_prediction_results(result)
         if mode in TRAINING_MODES + ("export",) and self.chief:
             logger.info("Writing the model of the run")
             result.exports = job.export(result.model, result.step, result.eval_results)
@@ -360,11 +410,12 @@ class Runner:
         the model the run reports."""
         job = self.job
         job.prepare(self.strategy)
+        job.record_run(write=False)
         logger.info("Building the model")
         model = self.build_model()
-        job.record_run(write=False)
         job.num_train_steps = job.count_train_steps()
         self.compile(model)
+        self.start_over()
         self.trainer = self.build_trainer(model)
         job.record_run(write=self.chief)
         job.log_plan()
@@ -414,6 +465,30 @@ class Runner:
             )
             self.write_eval_results(loaded.step, result.eval_results, loaded.source)
         return result
+
+    def report_prediction_results(self, result: RunResult) -> None:
+        """`predict` on labelled data: its metrics are the run's evaluation results,
+        in `eval_results.json` under each split's name."""
+        results = self.job.prediction_results()
+        if not results:
+            return
+        result.eval_results = results
+        self.history.add(result.step, results, **self.job.eval_history_entry(result.model_source))
+        self.write_eval_results(result.step, results, result.model_source)
+
+    # --- The parts ---
+
+    def start_over(self) -> None:
+        """`--overwrite_output_dir`: the chief removes the run in `output_dir` once every
+        input is checked and the model is built (a mistake leaves the old run whole);
+        every worker waits for it before anything reads the directory."""
+        job = self.job
+        if not job.starts_over:
+            return
+        if self.chief:
+            run_dir.clear_run(job.output_dir, job.run_entries())
+        distribute.WorkerAgreement(self.strategy).barrier()
+        self.history = run_dir.EvalHistory(job.output_dir, redoes_later_steps=True)
 
     # --- The parts ---
 

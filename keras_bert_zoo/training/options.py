@@ -65,27 +65,41 @@ class TrainingOptions:
     A job's config (`runners.configs.FinetuningConfig`, `PretrainingConfig`, ...)
     subclasses it and redeclares only the defaults it changes (the help stays the one
     written here). Values outside a field's choices or bounds are refused when the
-    object is made, in Python as on the command line.
+    object is made, in Python as on the command line. Each field says whether another
+    value trains another model (`affects_result`: a rerun into the same `output_dir`
+    must keep it); the strategy, compilation and loop fields do not (the same global
+    batches and steps, equal up to float rounding).
     """
 
     # === Run ===
     seed: int = setting(
-        12345, help="Seed of Python, NumPy, TensorFlow and Keras (weights, dropout, shuffling)."
+        12345,
+        help="Seed of Python, NumPy, TensorFlow and Keras (weights, dropout, shuffling).",
+        affects_result=True,
     )
     train_batch_size: int = setting(
         32,
         help="Global batch size of one optimizer step, split evenly across replicas.",
         lower_bound=1,
+        affects_result=True,
     )
     # === Strategy ===
     distribution_strategy: str = setting(
-        "one_device", help="How to distribute training.", choices=distribute.STRATEGIES
+        "one_device",
+        help="How to distribute training.",
+        choices=distribute.STRATEGIES,
+        affects_result=False,
     )
     tpu: str | None = setting(
-        None, help="TPU name, grpc:// address or 'local' for --distribution_strategy=tpu."
+        None,
+        help="TPU name, grpc:// address or 'local' for --distribution_strategy=tpu.",
+        affects_result=False,
     )
     num_gpus: int | None = setting(
-        None, help="GPUs to use (default: all visible; 0 forces the CPU).", lower_bound=0
+        None,
+        help="GPUs to use (default: all visible; 0 forces the CPU).",
+        lower_bound=0,
+        affects_result=False,
     )
     # === Precision and compilation ===
     dtype_policy: str | None = setting(
@@ -93,9 +107,12 @@ class TrainingOptions:
         help="Keras dtype policy: float32, mixed_bfloat16, or mixed_float16 (loss-scaled). "
         "Default: float32, or what --mixed_precision picks.",
         choices=DTYPE_POLICIES,
+        affects_result=True,
     )
     mixed_precision: bool = setting(
-        False, help="Shorthand: mixed_float16 on GPUs, mixed_bfloat16 on TPUs and CPUs."
+        False,
+        help="Shorthand: mixed_float16 on GPUs, mixed_bfloat16 on TPUs and CPUs.",
+        affects_result=True,
     )
     # None: auto, the choice a tool made for the CPU's kind (utils.cpu_kernels).
     jit_compile: bool | None = setting(
@@ -103,8 +120,10 @@ class TrainingOptions:
         help="Compile the training step, and evaluation's and prediction's forward pass, with "
         "XLA. Default (auto): where measured faster on the CPU's kind: for inference, not "
         "for training (README.md 'Speed on CPUs'); --jit_compile / --nojit_compile force it.",
+        affects_result=False,
     )
     # === Packing ===
+    # Affects the result: packed rows draw other dropout masks than padded ones.
     packed_sequences: bool = setting(
         False,
         help="Train on packed batches: several examples per row, attending only within "
@@ -115,67 +134,101 @@ class TrainingOptions:
         "output per example: sentence and sentence-pair classification and regression "
         "(GLUE, text_classification) and pretraining; tagging, question answering and "
         "multiple choice are refused.",
+        affects_result=True,
     )
     # === Optimizer ===
-    optimizer: str = setting("adamw", help="Optimizer.", choices=optimization.OPTIMIZERS)
+    optimizer: str = setting(
+        "adamw", help="Optimizer.", choices=optimization.OPTIMIZERS, affects_result=True
+    )
     # google-research/bert's default, in run_classifier.py and run_pretraining.py alike.
-    learning_rate: float = setting(5e-5, help="Peak learning rate.")
+    learning_rate: float = setting(5e-5, help="Peak learning rate.", affects_result=True)
     lr_schedule: str = setting(
         "linear",
         help="After the linear warmup: linear (polynomial) decay, cosine decay, or constant.",
         choices=schedules.SCHEDULES,
+        affects_result=True,
     )
     num_warmup_steps: int | None = setting(
-        None, help="Linear warmup steps (default: --warmup_proportion of the run)."
+        None,
+        help="Linear warmup steps (default: --warmup_proportion of the run).",
+        affects_result=True,
     )
     warmup_proportion: float = setting(
-        0.0, help="Fraction of the run used for warmup when --num_warmup_steps is unset."
+        0.0,
+        help="Fraction of the run used for warmup when --num_warmup_steps is unset.",
+        affects_result=True,
     )
-    end_learning_rate: float = setting(0.0, help="Learning rate at the end of the decay.")
-    decay_power: float = setting(1.0, help="Exponent of the polynomial decay (1.0: linear).")
+    end_learning_rate: float = setting(
+        0.0, help="Learning rate at the end of the decay.", affects_result=True
+    )
+    decay_power: float = setting(
+        1.0, help="Exponent of the polynomial decay (1.0: linear).", affects_result=True
+    )
     decay_from_step_zero: bool = setting(
         False,
         help="google-research/bert's schedule: the linear decay runs from step 0 (under the "
         "warmup), not from the warmup's end.",
+        affects_result=True,
     )
     weight_decay: float = setting(
-        0.01, help="Decoupled weight decay rate (LayerNorm and bias variables are exempt)."
+        0.01,
+        help="Decoupled weight decay rate (LayerNorm and bias variables are exempt).",
+        affects_result=True,
     )
     exclude_embeddings_from_weight_decay: bool = setting(
-        False, help="Also exempt the embedding tables from weight decay."
+        False,
+        help="Also exempt the embedding tables from weight decay.",
+        affects_result=True,
     )
-    adam_beta_1: float = setting(0.9, help="First-moment decay.")
-    adam_beta_2: float = setting(0.999, help="Second-moment decay.")
-    adam_epsilon: float = setting(1e-6, help="Adam/LAMB epsilon.")
+    adam_beta_1: float = setting(0.9, help="First-moment decay.", affects_result=True)
+    adam_beta_2: float = setting(0.999, help="Second-moment decay.", affects_result=True)
+    adam_epsilon: float = setting(1e-6, help="Adam/LAMB epsilon.", affects_result=True)
     clip_norm: float = setting(
-        1.0, help="Clip gradients to this global norm (0 disables).", lower_bound=0.0
+        1.0,
+        help="Clip gradients to this global norm (0 disables).",
+        lower_bound=0.0,
+        affects_result=True,
     )
     gradient_accumulation_steps: int = setting(
-        1, help="Micro-batches per optimizer step; --train_batch_size is their sum.", lower_bound=1
+        1,
+        help="Micro-batches per optimizer step; --train_batch_size is their sum.",
+        lower_bound=1,
+        affects_result=True,
     )
     # === Loop ===
     steps_per_loop: int = setting(
         100,
         help="Steps per compiled loop; progress and summaries are written between loops.",
         lower_bound=1,
+        affects_result=False,
     )
     checkpoint_every: int = setting(
-        1000, help="Steps between checkpoints (0: only at the end).", lower_bound=0
+        1000,
+        help="Steps between checkpoints (0: only at the end).",
+        lower_bound=0,
+        affects_result=False,
     )
     checkpoint_every_seconds: int = setting(
         600,
         help="Also checkpoint when this many seconds passed since the last checkpoint (0: "
         "never by time). Ctrl-C or SIGTERM saves one at the step reached, whatever these.",
         lower_bound=0,
+        affects_result=False,
     )
-    keep_checkpoints: int = setting(3, help="How many checkpoints to keep.", lower_bound=1)
+    keep_checkpoints: int = setting(
+        3, help="How many checkpoints to keep.", lower_bound=1, affects_result=False
+    )
     eval_every: int | None = setting(
-        0, help="Steps between evaluations (0: only at the end).", lower_bound=0
+        0,
+        help="Steps between evaluations (0: only at the end).",
+        lower_bound=0,
+        affects_result=False,
     )
     progress: str = setting(
         "auto",
         help="Progress display: a Keras bar, log lines, none, or auto (a bar on a terminal).",
         choices=PROGRESS_MODES,
+        affects_result=False,
     )
     # === Where the run goes ===
     output_dir: str | None = setting(
@@ -183,6 +236,7 @@ class TrainingOptions:
         help="Where the run writes: checkpoints, TensorBoard summaries, eval_results.json, "
         "the exports (utils.run_layout names them); rerunning the same training command "
         "resumes from its newest checkpoint.",
+        affects_result=False,
     )
 
     def __post_init__(self):

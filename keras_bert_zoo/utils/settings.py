@@ -12,6 +12,12 @@ A subclass that only changes a default redeclares the field as a plain
 `name: type = value`; the help is found on the base class that declared it with
 `setting` (the dataclass's fields are searched along the MRO).
 
+Each setting also says whether it changes what a run learns (`affects_result=True`: the
+learning rate, the data, the seed, ...) or not (`False`: logging, checkpoint cadence,
+evaluation files, ...). A rerun into the same output directory must agree with the
+directory's run on every setting of the first kind (`result_settings`); a setting left
+unclassified is found by `unclassified_settings` (a test keeps that list empty).
+
 A renamed setting keeps its old flag name for one release: `setting(...,
 old_names=("export_formats",))` defines `--export_formats` as an alias of the field's
 flag; a command line that uses it gets one warning line saying it will be removed
@@ -55,6 +61,7 @@ CHOICES = "choices"
 LOWER_BOUND = "lower_bound"
 IS_FLAG = "flag"
 OLD_NAMES = "old_names"
+AFFECTS_RESULT = "affects_result"
 
 # The deprecated flag names a command line used and was warned about: once a process.
 _warned_old_names: set[str] = set()
@@ -69,6 +76,7 @@ def setting(
     flag: bool = True,
     default_factory: Any = dataclasses.MISSING,
     old_names: Iterable[str] = (),
+    affects_result: bool | None = None,
 ) -> Any:
     """A dataclass field that declares its command-line flag.
 
@@ -81,6 +89,9 @@ def setting(
             dict gathered from other flags).
         default_factory: as `dataclasses.field`'s.
         old_names: the flag's deprecated names, aliases of it for one release.
+        affects_result: whether a different value trains a different model (a rerun
+            into the same output directory must then have the same value); False for
+            what only shows, schedules or places the work. None: not classified yet.
     """
     metadata = {
         HELP: help,
@@ -88,6 +99,7 @@ def setting(
         LOWER_BOUND: lower_bound,
         IS_FLAG: flag,
         OLD_NAMES: tuple(old_names),
+        AFFECTS_RESULT: affects_result,
     }
     return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
 
@@ -108,6 +120,26 @@ def flag_names(config_class: type) -> list[str]:
         field.name
         for field in dataclasses.fields(config_class)
         if field_metadata(config_class, field.name).get(IS_FLAG, False)
+    ]
+
+
+def result_settings(config_class: type) -> list[str]:
+    """The fields of `config_class` that change what a run learns
+    (`setting(affects_result=True)`), in declaration order."""
+    return [
+        field.name
+        for field in dataclasses.fields(config_class)
+        if field_metadata(config_class, field.name).get(AFFECTS_RESULT) is True
+    ]
+
+
+def unclassified_settings(config_class: type) -> list[str]:
+    """The fields of `config_class` that do not say whether they change what a run
+    learns (`setting(affects_result=None)`, or no `setting` at all)."""
+    return [
+        field.name
+        for field in dataclasses.fields(config_class)
+        if field_metadata(config_class, field.name).get(AFFECTS_RESULT) not in (True, False)
     ]
 
 

@@ -179,7 +179,7 @@ def test_resuming_a_different_distillation_is_refused(reviews_teacher, tmp_path)
         mode="train",
     )
     distillation.run_distillation(_quick(**settings))
-    with pytest.raises(ValueError, match=r"distillation\.json: .*temperature=2\.0.*4\.0"):
+    with pytest.raises(ValueError, match=r"run_settings\.json: .*temperature 2\.0 -> 4\.0"):
         distillation.run_distillation(_quick(**settings, temperature=4.0))
 
 

@@ -283,7 +283,8 @@ def test_eval_predict_and_export_go_through_the_skeleton(files, finetuned_run, t
     result = runner.run()
     expected = {
         "eval": ["job.load_for_inference", "job.evaluate", "write_eval_results"],
-        "predict": ["job.load_for_inference", "job.predict"],
+        # dev.tsv has labels: predict also scores and writes them (issue 47).
+        "predict": ["job.load_for_inference", "job.predict", "write_eval_results"],
         "export": ["job.load_for_inference", "job.export"],
     }[mode]
     assert runner.calls == ["setup_strategy"] + expected

@@ -1,0 +1,79 @@
+"""Issue 47's first point, as the user met it: after a finished run, the same command
+with `--learning_rate=3e-5` and the same `--output_dir` logged "Resuming at step N of
+N", printed the old dev accuracy and exited 0. Now it is refused in one line naming the
+setting (old -> new) and the two ways on, leaving the run as it was; with
+`--overwrite_output_dir` it starts over there, from step 0, and records the new
+settings. Each setting's classification is tested in-process
+(tests/runners/test_run_fingerprint.py); this is the one run of the tool.
+"""
+
+import json
+import pathlib
+
+import child_process
+
+HERE = pathlib.Path(__file__).resolve().parent
+runner_test = child_process.import_by_path(
+    "kbz_rerun_test_run_finetuning", HERE / "test_run_finetuning.py"
+)
+import finetuning_test_helpers as helpers  # noqa: E402  (tests/tasks, put on the path by it)
+
+STEPS = 6
+
+
+def _args(data_dir, checkpoint, output_dir, *extra):
+    return [
+        "--task=text_classification",
+        f"--data_dir={data_dir}",
+        "--train_file=reviews.tsv",
+        "--heldout_fraction=0.25",
+        f"--init_checkpoint={checkpoint}",
+        f"--output_dir={output_dir}",
+        "--max_seq_length=16",
+        "--train_batch_size=8",
+        f"--num_train_steps={STEPS}",
+        "--learning_rate=5e-3",
+        "--steps_per_loop=3",
+        "--progress=log",
+        *extra,
+    ]
+
+
+def test_a_rerun_with_another_learning_rate_is_refused_and_overwrite_starts_over(tmp_path):
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    runner_test._write_reviews(data_dir / "reviews.tsv", count=32)
+    vocabulary = (
+        runner_test.SPECIALS + runner_test.FILLERS + list(runner_test.KEYWORDS.values()) + ["."]
+    )
+    checkpoint = helpers.write_tiny_checkpoint(tmp_path / "bert", vocabulary)
+    output_dir = tmp_path / "run"
+    args = _args(data_dir, checkpoint, output_dir)
+
+    status, output = runner_test._run(args)
+    assert status == 0, output[-3000:]
+    checkpoints = sorted(p.name for p in (output_dir / "checkpoints").iterdir())
+    results = (output_dir / "eval_results.json").read_text("utf-8")
+    event_files = len(list(output_dir.rglob("events.out.tfevents.*")))
+
+    status, output = runner_test._run([*args, "--learning_rate=3e-5"])
+    assert status == 1, output[-3000:]
+    assert "Resuming at step" not in output
+    last = output.strip().splitlines()[-1]
+    assert last.startswith("run_finetuning: error: "), output[-3000:]
+    assert "Building the model" not in output  # refused before the model is built
+    assert "holds a run with other settings: learning_rate 0.005 -> 3e-05." in last
+    assert "Use another --output_dir, or --overwrite_output_dir" in last
+    assert "Traceback" not in output
+    # The run is as it was.
+    assert sorted(p.name for p in (output_dir / "checkpoints").iterdir()) == checkpoints
+    assert (output_dir / "eval_results.json").read_text("utf-8") == results
+
+    status, output = runner_test._run([*args, "--learning_rate=3e-5", "--overwrite_output_dir"])
+    assert status == 0, output[-3000:]
+    assert f"Starting at step 0 of {STEPS}" in output and "Resuming at step" not in output
+    settings = json.loads((output_dir / "run_settings.json").read_text("utf-8"))["settings"]
+    assert settings["learning_rate"] == 3e-5
+    # The old run's summaries are gone (TensorBoard would draw two runs' curves in one).
+    assert len(list(output_dir.rglob("events.out.tfevents.*"))) == event_files
+    assert not [p.name for p in output_dir.iterdir() if p.name.startswith(".")]
