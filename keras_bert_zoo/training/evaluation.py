@@ -1,12 +1,17 @@
 """Periodic evaluation during training, and the export of the best evaluated model.
 
 Every `eval_every` steps and at the end, `eval_fn(model)` runs on the host (on every
-worker: it may run collectives; the chief writes). Its metrics are logged and written
-to TensorBoard (`model_dir/eval/`). With a `best_metric`, an evaluation that beats the
-best one so far (this run's or an earlier run's of the same `model_dir`, read back from
-`best/metrics.json`) is exported to `model_dir/best/` by `export_fn`, with its
-`metrics.json`; the directory is replaced whole (`utils.atomic`), so a kill leaves the
-previous best or the new one.
+worker: it may run collectives; the chief writes), once per step: a periodic evaluation
+less than half an interval before the last step is left to the final one (once per
+epoch, 187 steps of 62.5 per epoch evaluate at 62, 124 and 187, not also at 186). Its
+metrics, `{metric: value}` or `{split: {metric: value}}`, are logged (a split's as
+`split/metric`, the name `best_metric` takes) and written to TensorBoard under the
+training run's tags (`loss`, `accuracy`), in the run of their split
+(`reporting.eval_summaries_dir`: `eval/`, `eval/test/`). With a `best_metric`, an
+evaluation that beats the best one so far (this run's or an earlier run's of the same
+`model_dir`, read back from `best/metrics.json`) is exported to `model_dir/best/` by
+`export_fn`, with its `metrics.json`; the directory is replaced whole (`utils.atomic`),
+so a kill leaves the previous best or the new one.
 
 Example:
 
@@ -16,7 +21,7 @@ evaluation = Evaluation(
     is_chief=True,
 )
 if evaluation.due(step=100, num_steps=1000):
-    evaluation.evaluate(model, 100, writer)  # logs, writes eval/ scalars, exports best/
+    evaluation.evaluate(model, 100, writers)  # logs, writes eval/ scalars, exports best/
 ```
 """
 
@@ -31,7 +36,7 @@ from typing import Any
 import keras
 
 from keras_bert_zoo.models.model_files import save_inference_model
-from keras_bert_zoo.training.reporting import write_scalar
+from keras_bert_zoo.training.reporting import metric_value, split_metrics, write_scalar
 from keras_bert_zoo.utils import run_layout
 from keras_bert_zoo.utils.atomic import atomic_directory, write_json_atomically
 from keras_bert_zoo.utils.errors import UserError
@@ -50,10 +55,11 @@ class Evaluation:
 
     Args:
         model_dir: the run directory (`best/` goes there).
-        eval_fn: `fn(model) -> {metric: value}`, or None (no evaluation).
+        eval_fn: `fn(model) -> {metric: value}` or `{split: {metric: value}}`, or None
+            (no evaluation).
         eval_every: steps between evaluations (0: only at the end).
-        best_metric: the key of `eval_fn`'s dict whose best value is exported (None:
-            no best export).
+        best_metric: the metric whose best value is exported (`split/metric` for a
+            split's; None: no best export).
         higher_is_better: direction of `best_metric`.
         export_fn: `fn(model, directory)` writing the best model (default:
             `save_model_keras`).
@@ -93,10 +99,14 @@ class Evaluation:
         return self.eval_every if self.eval_fn else 0
 
     def due(self, step: int, num_steps: int) -> bool:
-        """Whether `step` is evaluated."""
-        return self.eval_fn is not None and (
-            step == num_steps or bool(self.eval_every and step % self.eval_every == 0)
-        )
+        """Whether `step` is evaluated: the last step, and every `eval_every` steps but
+        those less than half an interval before the last (its evaluation follows)."""
+        if self.eval_fn is None:
+            return False
+        if step == num_steps:
+            return True
+        every = self.eval_every
+        return bool(every) and step % every == 0 and 2 * (num_steps - step) >= every
 
     def pending(self, step: int, num_steps: int) -> bool:
         """Whether `step` is evaluated and this run has not evaluated it yet (a run
@@ -104,24 +114,35 @@ class Evaluation:
         evaluated = bool(self.history) and self.history[-1][0] == step
         return self.due(step, num_steps) and not evaluated
 
-    def evaluate(self, model: keras.Model, step: int, writer):
+    def evaluate(self, model: keras.Model, step: int, writers):
         """Evaluates at `step` (on every worker; the chief writes) and exports a new best.
 
         Args:
             model: the model trained.
             step: its global step.
-            writer: the `eval/` summary writer (a no-op one off the chief).
+            writers: `reporting.EvalSummaryWriters` (a split's run each), or one summary
+                writer for every split; no-op ones off the chief.
         """
-        metrics = {k: float(v) for k, v in dict(self.eval_fn(model)).items()}
+        by_split = {
+            split: {name: metric_value(value) for name, value in values.items()}
+            for split, values in split_metrics(self.eval_fn(model)).items()
+        }
+        metrics = {
+            name if split is None else f"{split}/{name}": value
+            for split, values in by_split.items()
+            for name, value in values.items()
+        }
         self.history.append((step, metrics))
         logger.info(
             "eval at step %d: %s",
             step,
             ", ".join(f"{k} {v:.6g}" for k, v in sorted(metrics.items())),
         )
-        with writer.as_default():
-            for name, value in metrics.items():
-                write_scalar(name, value, step)
+        for split, values in by_split.items():
+            writer = writers.for_split(split) if hasattr(writers, "for_split") else writers
+            with writer.as_default():
+                for name, value in values.items():
+                    write_scalar(name, value, step)
         if self.best_metric is None:
             return
         if self.best_metric not in metrics:
@@ -175,7 +196,7 @@ class Evaluation:
                     "step": step,
                     "metric": metric,
                     "value": value,
-                    "metrics": {k: float(v) for k, v in metrics.items()},
+                    "metrics": dict(metrics),
                 },
             )
         logger.info("Exported the best model (%s=%.6g at step %d)", metric, value, step)

@@ -3,20 +3,22 @@
 After each loop of steps the `Trainer` hands the loop's losses, gradient norms and
 learning rates to its `Reporter`, which
 
-- shows progress on the chief: a Keras progress bar on a terminal (the loss and as many
-  of the model's metrics as fit 80 columns), else one log line per loop with steps/s,
-  sequences/s and the ETA;
+- shows progress on the chief: a Keras progress bar on a terminal (the global step of
+  the run's last step, the loss and as many of the model's metrics as fit 80 columns),
+  else one log line per loop with steps/s, sequences/s and the ETA;
 - writes TensorBoard summaries under `model_dir/train/` (every step's loss, learning
   rate and gradient norm at its own step; the loop's metrics and speed at its last
-  step); evaluations go to `model_dir/eval/`;
+  step); evaluations go to the runs of `eval_summaries_dir` under the same tags
+  (`loss`, `accuracy`, ...), so TensorBoard draws train and eval on one chart;
 - calls the Keras callbacks (`on_train_begin`, `on_train_batch_end` after every loop
   with the logged values, `on_train_end`);
 - keeps what `Trainer.train` returns, a `TrainingResult` (every step's values, one
   dict per loop).
 
-Summaries are written as `tf.summary.scalar` / `tf.summary.text` would, without the
-`tensorboard` package they need (the tensorflow 2.21 wheel does not depend on it):
-TensorBoard's scalars and text plugins read these events as their own.
+Summaries are written as `tf.summary.scalar` / `tf.summary.text` and the `tensorboard`
+package's `pr_curve` summary would, without that package (the tensorflow 2.21 wheel does
+not depend on it): TensorBoard's scalars, text and PR-curve plugins read these events as
+their own.
 
 Example:
 
@@ -25,6 +27,7 @@ writer = tf.summary.create_file_writer("/tmp/run/train")
 with writer.as_default():
     write_scalar("loss", 0.25, step=100)
     write_text("confusion_matrix", "| | a | b |\\n|-|-|-|\\n...", step=100)
+    write_pr_curve("pr_curve/pos", labels=[True, False], predictions=[0.9, 0.4], step=100)
 ```
 """
 
@@ -38,7 +41,8 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import keras
 import numpy as np
@@ -50,6 +54,15 @@ from keras_bert_zoo.utils import run_layout
 logger = logging.getLogger(__name__)
 
 PROGRESS_MODES = ("auto", "bar", "log", "none")
+
+# The split whose evaluation summaries go to `eval/` itself (the others: `eval/<split>/`).
+MAIN_EVAL_SPLIT = "dev"
+
+# TensorBoard's PR-curve plugin: its name, the version of its data, and the default
+# number of thresholds and smallest count of `tensorboard.plugins.pr_curve.summary.pb`.
+PR_CURVE_PLUGIN = "pr_curves"
+PR_CURVE_THRESHOLDS = 201
+_PR_CURVE_MINIMUM_COUNT = 1e-7
 
 # The progress bar fits an 80-column terminal: "step/steps", a 20-column bar, the time
 # ("12s 345ms/step", about 15 columns), then the loss and as many of the model's
@@ -93,26 +106,143 @@ class TrainingResult:
 def write_scalar(name: str, value: float, step: int):
     """A scalar summary, as `tf.summary.scalar` writes it (see the module docstring)."""
     tf.summary.write(
-        name,
-        tf.constant(value, tf.float32),
-        step=step,
-        metadata=summary_pb2.SummaryMetadata(
-            plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
-        ),
+        name, tf.constant(value, tf.float32), step=step, metadata=_plugin_metadata("scalars")
     )
+
+
+def _plugin_metadata(plugin_name: str, content: bytes = b"") -> summary_pb2.SummaryMetadata:
+    return summary_pb2.SummaryMetadata(
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name=plugin_name, content=content)
+    )
+
+
+def _varint(number: int) -> bytes:
+    """`number` as a protocol-buffer varint."""
+    out = bytearray()
+    while True:
+        byte, number = number & 0x7F, number >> 7
+        out.append(byte | (0x80 if number else 0))
+        if not number:
+            return bytes(out)
+
+
+def pr_curve_data(labels, predictions, num_thresholds: int = PR_CURVE_THRESHOLDS) -> np.ndarray:
+    """The `[6, num_thresholds]` float32 tensor of TensorBoard's PR-curve plugin: true
+    positives, false positives, true negatives, false negatives, precision and recall at
+    `num_thresholds` thresholds evenly spaced in [0, 1], computed as
+    `tensorboard.plugins.pr_curve.summary.pb` does.
+
+    Args:
+        labels: booleans, whether each example is of the class.
+        predictions: the class's probability for each example, in [0, 1].
+        num_thresholds: at least 2.
+    """
+    labels = np.asarray(labels, bool).ravel()
+    predictions = np.clip(np.asarray(predictions, np.float64).ravel(), 0.0, 1.0)
+    buckets = np.floor(predictions * (num_thresholds - 1)).astype(np.int32)
+    counts_range = (0, num_thresholds - 1)
+    positives = labels.astype(np.float64)
+    tp_buckets, _ = np.histogram(buckets, num_thresholds, counts_range, weights=positives)
+    fp_buckets, _ = np.histogram(buckets, num_thresholds, counts_range, weights=1 - positives)
+    tp = np.cumsum(tp_buckets[::-1])[::-1]  # at or above each threshold
+    fp = np.cumsum(fp_buckets[::-1])[::-1]
+    tn, fn = fp[0] - fp, tp[0] - tp
+    precision = tp / np.maximum(_PR_CURVE_MINIMUM_COUNT, tp + fp)
+    recall = tp / np.maximum(_PR_CURVE_MINIMUM_COUNT, tp + fn)
+    return np.stack((tp, fp, tn, fn, precision, recall)).astype(np.float32)
+
+
+def write_pr_curve(
+    name: str, labels, predictions, step: int, num_thresholds: int = PR_CURVE_THRESHOLDS
+):
+    """A precision-recall curve of one class (TensorBoard's PR Curves tab), written as
+    the `tensorboard` package's `pr_curve` summary would, without that package: the
+    `pr_curve_data` tensor with the plugin's metadata (`PrCurvePluginData`: version 0,
+    `num_thresholds`).
+
+    Args:
+        name: the tag.
+        labels, predictions: see `pr_curve_data`.
+        step: the global step.
+        num_thresholds: thresholds evenly spaced in [0, 1].
+    """
+    # PrCurvePluginData: field 1 (version, 0: left out) and field 2 (num_thresholds).
+    content = b"\x10" + _varint(int(num_thresholds))
+    tf.summary.write(
+        name,
+        tf.constant(pr_curve_data(labels, predictions, num_thresholds)),
+        step=step,
+        metadata=_plugin_metadata(PR_CURVE_PLUGIN, content),
+    )
+
+
+def eval_summaries_dir(split: str | None = None) -> str:
+    """Where an evaluation's summaries go, relative to the run directory:
+    `eval/` for a model's own metrics (no split) and the main split (`MAIN_EVAL_SPLIT`,
+    `dev`), `eval/<split>/` for another (`eval/test/`). Each is a TensorBoard run
+    whose tags are the training run's (`loss`, `accuracy`): the charts overlay them."""
+    if split is None or split == MAIN_EVAL_SPLIT:
+        return run_layout.EVAL_SUMMARIES_DIR
+    return os.path.join(run_layout.EVAL_SUMMARIES_DIR, split)
+
+
+def split_metrics(metrics: Mapping) -> dict[str | None, dict]:
+    """`{split: {metric: value}}` of an evaluation's results: `{split: {metric: value}}`
+    as given, or a flat `{metric: value}` as the split None."""
+    if any(isinstance(value, Mapping) for value in metrics.values()):
+        return {split: dict(values) for split, values in metrics.items()}
+    return {None: dict(metrics)}
+
+
+def metric_value(value):
+    """A metric as reported: a count (a Python or numpy integer) stays an `int`, any
+    other number is a `float`."""
+    if isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_):
+        return int(value)
+    return float(value)
+
+
+def format_metric(value, digits: int = 4) -> str:
+    """A metric as the tools print it: a count as an integer (`sequences 111`), any
+    other number with `digits` decimals (`accuracy 0.8600`)."""
+    value = metric_value(value)
+    return str(value) if isinstance(value, int) else f"{value:.{digits}f}"
+
+
+class EvalSummaryWriters:
+    """The summary writers of an evaluation's splits (`eval_summaries_dir`), made when
+    first written to; no-op ones off the chief (`active` false).
+
+    Args:
+        model_dir: the run directory.
+        active: whether this worker writes.
+    """
+
+    def __init__(self, model_dir: str, active: bool):
+        self.model_dir = model_dir
+        self.active = active
+        self._writers: dict[str, Any] = {}
+
+    def for_split(self, split: str | None = None):
+        """The writer of `split`'s run (None: the model's own metrics, `eval/`)."""
+        directory = eval_summaries_dir(split)
+        if directory not in self._writers:
+            self._writers[directory] = summary_writer(self.model_dir, directory, self.active)
+        return self._writers[directory]
+
+    def flush(self):
+        for writer in self._writers.values():
+            writer.flush()
+
+    def close(self):
+        for writer in self._writers.values():
+            writer.close()
 
 
 def write_text(name: str, markdown: str, step: int):
     """A text summary (TensorBoard's Text tab renders its markdown), written as
     `tf.summary.text` would, without the `tensorboard` package."""
-    tf.summary.write(
-        name,
-        tf.constant(markdown),
-        step=step,
-        metadata=summary_pb2.SummaryMetadata(
-            plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="text")
-        ),
-    )
+    tf.summary.write(name, tf.constant(markdown), step=step, metadata=_plugin_metadata("text"))
 
 
 def bar_values(logs: dict, num_steps: int) -> list[tuple[str, float]]:
@@ -128,6 +258,25 @@ def bar_values(logs: dict, num_steps: int) -> list[tuple[str, float]]:
         values.append((name, value))
         used += width
     return values
+
+
+class ResumedProgbar(keras.utils.Progbar):
+    """Keras' progress bar of a run from `start_step` to `num_steps`: it shows the global
+    step of the total (`20/62` after a resume at 10, as the log lines say), and its time
+    per step and ETA count only this run's steps. Every value shown is already its
+    loop's mean: no averaging.
+
+    Args:
+        num_steps: the run's last step.
+        start_step: the step it started (or resumed) from.
+    """
+
+    def __init__(self, num_steps: int, start_step: int = 0):
+        super().__init__(num_steps, width=BAR_WIDTH, stateless_metrics=())
+        self.start_step = int(start_step)
+
+    def _estimate_step_duration(self, current, now):
+        return super()._estimate_step_duration(current - self.start_step, now)
 
 
 def format_eta(seconds: float) -> str:
@@ -191,10 +340,10 @@ class Reporter:
 
     Args:
         model: the model trained (its metrics are logged; the callbacks' model).
-        model_dir: where the summaries go (`train/`, `eval/`).
+        model_dir: where the summaries go (`train/`, `eval_summaries_dir`).
         progress: `"bar"`, `"log"` or `"none"` (`"auto"` resolved by the Trainer).
         is_chief: whether this worker shows progress and writes summaries.
-        evaluates: whether the run evaluates (an `eval/` writer is made).
+        evaluates: whether the run evaluates (its eval writers write).
         step: the step the run starts from.
         num_steps: the step it trains to.
         batch_size: sequences per step (None: no sequences/s).
@@ -224,9 +373,7 @@ class Reporter:
         self.num_steps = num_steps
         self.callbacks = keras.callbacks.CallbackList(list(callbacks), model=model)
         self.writer = summary_writer(model_dir, run_layout.TRAIN_SUMMARIES_DIR, is_chief)
-        self.eval_writer = summary_writer(
-            model_dir, run_layout.EVAL_SUMMARIES_DIR, is_chief and evaluates
-        )
+        self.eval_writers = EvalSummaryWriters(model_dir, is_chief and evaluates)
         self.progress_bar = self._progress_bar(step, num_steps)
         self.bar_line_open = False
         self.start_step, self.run_start = step, 0.0
@@ -235,12 +382,15 @@ class Reporter:
         self.rates: list[np.ndarray] = []
         self.history: list[dict] = []
 
+    @property
+    def eval_writer(self):
+        """The writer of `eval/` (a model's own metrics and the main split's)."""
+        return self.eval_writers.for_split(None)
+
     def _progress_bar(self, step: int, num_steps: int) -> keras.utils.Progbar | None:
         if self.progress != "bar" or not self.is_chief or step >= num_steps:
             return None
-        # Counts this run's steps (its time per step and ETA would be wrong from a
-        # resumed step); every value shown is already its loop's mean: no averaging.
-        return keras.utils.Progbar(num_steps - step, width=BAR_WIDTH, stateless_metrics=())
+        return ResumedProgbar(num_steps, step)
 
     def begin(self):
         """The run starts: the callbacks' `on_train_begin`; time counts from here."""
@@ -296,8 +446,8 @@ class Reporter:
         elapsed = time.time() - self.run_start
         eta = elapsed / done * (num_steps - step) if done else float("inf")
         if self.progress_bar is not None:
-            values = bar_values(logs, num_steps - self.start_step)
-            self.progress_bar.update(done, values=values, finalize=step >= num_steps)
+            values = bar_values(logs, num_steps)
+            self.progress_bar.update(step, values=values, finalize=step >= num_steps)
             self.bar_line_open = step < num_steps
             return
         parts = [f"step {step}/{num_steps}"]
@@ -315,7 +465,7 @@ class Reporter:
     def flush(self, *, evaluations: bool = False):
         self.writer.flush()
         if evaluations:
-            self.eval_writer.flush()
+            self.eval_writers.flush()
 
     def result(self, step: int, restored_step: int | None, evaluation) -> TrainingResult:
         """The run's `TrainingResult`, with `evaluation`'s history and best (an

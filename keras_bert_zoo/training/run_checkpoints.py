@@ -16,8 +16,8 @@ an uninterrupted run (tested on CPU, with and without XLA).
 
 Stopping: SIGINT (Ctrl-C) or SIGTERM (a preemption notice) during `Trainer.train` stops
 the loop at the next step (one worker breaks out of its compiled loop at once; several
-workers agree at the end of the loop, so they stop at the same step). A second Ctrl-C
-ends the process at once.
+workers agree at the end of the loop, so they stop at the same step); while the step is
+traced, at once. A second Ctrl-C ends the process at once (`utils.interrupts`).
 
 What this module does:
 
@@ -30,8 +30,9 @@ What this module does:
   records the input mode, the accumulation and replica count, and whether the step's
   evaluation is still to be done (stopped between the step and its evaluation);
 - stop: a SIGINT or SIGTERM (`utils.interrupts.StopRequests`) saves the step reached,
-  unless it is saved already, and raises `utils.interrupts.Interrupted`; the same
-  command resumes from it.
+  unless it is saved already or no step has run (a fresh start stopped before its first
+  step leaves nothing), and raises `utils.interrupts.Interrupted`; the same command
+  resumes from it.
 
 Example:
 
@@ -115,6 +116,7 @@ class RunCheckpoints:
         self.every_seconds = every_seconds
         self.metadata = dict(metadata or {})
         self.restored_metadata: dict = {}
+        self.restored_step: int | None = None
         self.last_save_time = time.time()
 
     @property
@@ -143,6 +145,7 @@ class RunCheckpoints:
         restored_step = None if metadata is None else int(self.global_step.numpy())
         found = -1 if restored_step is None else restored_step
         agreed = self.agreement.smallest(found)
+        self.restored_step = restored_step
         if agreed == found:
             return restored_step
         if agreed < 0:
@@ -151,6 +154,7 @@ class RunCheckpoints:
                 "none it could read. Remove the unreadable checkpoints and rerun"
             )
         self.restored_metadata = self.manager.restore(iterator=iterator, step=agreed)
+        self.restored_step = agreed
         return agreed
 
     @property
@@ -190,7 +194,8 @@ class RunCheckpoints:
         self.last_save_time = time.time()
 
     def stop(self, step: int, num_steps: int, iterator=None, *, signal_number, pending_evaluation):
-        """Saves `step` (unless saved already) and raises `Interrupted`.
+        """Saves `step` (unless saved already, or a fresh start's step 0) and raises
+        `Interrupted`.
 
         Args:
             step, num_steps: the step reached and the run's last one.
@@ -204,11 +209,19 @@ class RunCheckpoints:
         """
         if signal_number is None:
             signal_number = signal.SIGTERM
+        name = interrupts.signal_name(signal_number)
+        if step == 0 and self.restored_step is None:
+            # Nothing was trained: a checkpoint of the initial weights would only take
+            # the time and the disk of one.
+            raise interrupts.Interrupted(
+                f"stopped at step 0 of {num_steps} ({name}), before the first step: nothing "
+                "to save; the same command starts the run",
+                signal_number,
+            )
         if self.manager.latest_step() != step:
             self.save(step, iterator, pending_evaluation=pending_evaluation)
         raise interrupts.Interrupted(
-            f"stopped at step {step} of {num_steps} "
-            f"({interrupts.signal_name(signal_number)}); the same command resumes",
+            f"stopped at step {step} of {num_steps} ({name}); the same command resumes",
             signal_number,
         )
 

@@ -17,7 +17,9 @@ One training step, in each replica (`strategy.run`):
 
 `steps_per_loop` steps run in one `tf.function` (a `tf.while_loop`) that returns every
 step's loss, gradient norm and learning rate; a single worker leaves it at the next step
-once a stop is requested (several workers stop between loops, where they agree).
+once a stop is requested, or once its time limit has passed (so that progress is
+reported every so many seconds however long the loop; several workers stop between
+loops, where they agree, and run every loop to its end).
 
 The input side: each worker reads its own pipeline (`dataset_fn(input_context)`) through
 a plain `tf.data` iterator, whose state a checkpoint can hold; a first pipeline is built
@@ -40,6 +42,10 @@ from keras_bert_zoo.training import distribute
 from keras_bert_zoo.utils.errors import UserError
 
 LossFn = Callable  # f(model, x, y, sample_weight) -> (loss, y_pred)
+
+# The arguments of `TrainStep.make_loop`'s function: its steps and its time limit (for
+# tracing it before its first call, `get_concrete_function(*LOOP_SIGNATURE)`).
+LOOP_SIGNATURE = (tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.float64))
 
 
 class NonFiniteLossError(RuntimeError):
@@ -306,8 +312,10 @@ class TrainStep:
         return replica_step
 
     def make_loop(self, next_batch: Callable[[tf.distribute.InputReplicaContext], object]):
-        """`fn(num_steps) -> (losses, gradient_norms, learning_rates)`: a `tf.function`
-        running up to `num_steps` steps on the batches `next_batch(context)` gives."""
+        """`fn(num_steps, max_seconds) -> (losses, gradient_norms, learning_rates)`: a
+        `tf.function` running up to `num_steps` steps on the batches `next_batch(context)`
+        gives; a single worker ends it after any step once `max_seconds` (a `float64`;
+        `inf`, the default: no limit) have passed since its first step started."""
         strategy = self.strategy
         # On one device XLA can take the whole step (the optimizer update too). Under
         # mirrored strategies a merge_call inside a nested tf.function fails, so the
@@ -322,12 +330,17 @@ class TrainStep:
         stop_requested = self.stop_requested
 
         @tf.function
-        def train_loop(num_steps):
+        def train_loop(num_steps, max_seconds=float("inf")):
             losses = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
             norms = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
             rates = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+            # Stateful: ordered before the loop (the function's automatic control
+            # dependencies), after the function's instantiation.
+            start = tf.timestamp()
             for i in tf.range(num_steps):
                 if stops_inside and stop_requested.read_value():
+                    break
+                if stops_inside and i > 0 and tf.timestamp() - start >= max_seconds:
                     break
                 rates = rates.write(i, tf.cast(optimizer.learning_rate, tf.float32))
                 data = strategy.experimental_distribute_values_from_function(next_batch)

@@ -28,7 +28,10 @@ and the initial weights (`train(initial_weights=...)`: a function of the model, 
 loaded model whose weights are copied); `runners.runner.Job` picks them for our jobs.
 
 After each loop the host logs progress, writes summaries, evaluates (and exports the
-best model), then checkpoints. Exact resume, stop requests (SIGINT, SIGTERM) and timed
+best model), then checkpoints. A loop also ends early to report, so a progress line
+comes soon and often however long `steps_per_loop` is (one worker; several run their
+loops whole), and the step is traced before the first loop, where a stop request ends
+the run at once (`run_phase`). Exact resume, stop requests (SIGINT, SIGTERM) and timed
 checkpoints are `run_checkpoints`'; the NaN guard (`NonFiniteLossError`) is `step`'s.
 
 Example:
@@ -57,6 +60,7 @@ result = trainer.train(
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -69,11 +73,13 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from keras_bert_zoo.training import distribute
+from keras_bert_zoo.training import distribute, run_phase
 from keras_bert_zoo.training.evaluation import Evaluation
 from keras_bert_zoo.training.reporting import PROGRESS_MODES, Reporter, TrainingResult
 from keras_bert_zoo.training.run_checkpoints import INPUT_STATES, RunCheckpoints
+from keras_bert_zoo.training.run_phase import RunPhase
 from keras_bert_zoo.training.step import (
+    LOOP_SIGNATURE,
     NonFiniteLossError,
     TrainStep,
     build_training_state,
@@ -87,6 +93,7 @@ from keras_bert_zoo.training.step import (
 from keras_bert_zoo.utils import interrupts
 from keras_bert_zoo.utils.deprecation import REMOVAL, moved_names
 from keras_bert_zoo.utils.errors import UserError
+from keras_bert_zoo.utils.stages import stage
 
 logger = logging.getLogger(__name__)
 
@@ -169,6 +176,9 @@ class Trainer:
         keep_checkpoints: how many checkpoints to keep.
         progress: `"bar"` (Keras progress bar), `"log"` (one absl/logging line per loop),
             `"none"`, or `"auto"` (a bar on a terminal, else log lines).
+        progress_every_seconds: a loop that runs this long ends at its next step to
+            report, the first after `run_phase.FIRST_REPORT_SECONDS` (0: loops run their
+            `steps_per_loop` steps). One worker only: several run every loop whole.
         loss_fn: `f(model, x, y, sample_weight) -> (loss, y_pred)` for one micro-batch
             (default: `default_loss_fn`), e.g. a faster forward pass of the job's model
             (`models.head_positions.head_positions_loss_fn`).
@@ -190,6 +200,7 @@ class Trainer:
         checkpoint_every_seconds: float = 600,
         keep_checkpoints: int = 3,
         progress: str = "auto",
+        progress_every_seconds: float = 30.0,
         loss_fn: Callable | None = None,
         dataset_transform: Callable[[tf.data.Dataset], tf.data.Dataset] | None = None,
     ):
@@ -201,6 +212,7 @@ class Trainer:
         _check_at_least("steps_per_loop", steps_per_loop, 1)
         _check_at_least("checkpoint_every", checkpoint_every, 0)
         _check_at_least("checkpoint_every_seconds", checkpoint_every_seconds, 0)
+        _check_at_least("progress_every_seconds", progress_every_seconds, 0)
         if progress not in PROGRESS_MODES:
             raise UserError(f"progress must be one of {PROGRESS_MODES}, got {progress!r}")
         self.model = model
@@ -215,6 +227,8 @@ class Trainer:
         if progress == "auto":
             progress = "bar" if sys.stdout.isatty() else "log"
         self.progress = progress
+        self.progress_every_seconds = float(progress_every_seconds)
+        self._phase = RunPhase(self.progress_every_seconds)
         self.loss_fn = loss_fn or default_loss_fn
         self.dataset_transform = dataset_transform
 
@@ -377,11 +391,16 @@ class Trainer:
         run.reporter.begin()
         run.checkpoints.begin()
         self._stop_requested.assign(False)
-        requests = interrupts.StopRequests(on_request=lambda: self._stop_requested.assign(True))
+        requests = interrupts.StopRequests(
+            on_request=lambda: self._stop_requested.assign(True),
+            describe=lambda: self._phase.what_a_stop_does(run.step),
+        )
         try:
             requests.__enter__()
             if run.checkpoints.pending_evaluation and run.evaluation.due(run.step, run.num_steps):
                 self._evaluate(run)
+            if run.step < run.num_steps:
+                self._trace(run, requests)
             while run.step < run.num_steps:
                 self._run_loop(run)
                 stop, time_due = self.agreement.true_on_any(
@@ -403,6 +422,19 @@ class Trainer:
             requests.__exit__(None, None, None)
             run.reporter.flush(evaluations=True)
 
+    def _trace(self, run: _Run, requests: interrupts.StopRequests):
+        """Traces the loop before its first call, where a stop request abandons the
+        tracing (no step has run) instead of waiting for it and the compilation."""
+        self._phase.doing = run_phase.TRACING
+        try:
+            with requests.abandoning(), stage(logger, "Tracing the training step"):
+                self._train_loop.get_concrete_function(*LOOP_SIGNATURE)
+        except interrupts.StopRequested as stop:
+            self._stop(run, stop.signal_number)
+        # The first call still instantiates the function (and XLA compiles the step)
+        # before its first step, which a stop request then skips.
+        self._phase.doing = run_phase.FIRST_STEP
+
     def _loop_steps(self, run: _Run) -> int:
         # A loop stops at the next checkpoint or evaluation: both happen between loops.
         loop_steps = min(self.steps_per_loop, run.num_steps - run.step)
@@ -415,9 +447,21 @@ class Trainer:
         """Runs one loop of steps, checks it and reports it (nothing when a stop request
         ended it before its first step)."""
         loop_start = time.time()
-        losses, norms, rates = self._train_loop(tf.constant(self._loop_steps(run), tf.int32))
+        first = self._phase.doing == run_phase.FIRST_STEP
+        compiling = stage(
+            logger,
+            "Compiling the training step%s; the first progress line follows step %d",
+            " with XLA" if self.jit_compile else "",
+            run.step + 1,
+        )
+        with compiling if first else contextlib.nullcontext():
+            losses, norms, rates = self._train_loop(
+                tf.constant(self._loop_steps(run), tf.int32),
+                tf.constant(self._phase.loop_limit(), tf.float64),
+            )
         losses, norms, rates = losses.numpy(), norms.numpy(), rates.numpy()
         seconds = time.time() - loop_start
+        self._phase.doing = run_phase.TRAINING
         if not len(losses):
             return
         check_finite(
@@ -432,7 +476,11 @@ class Trainer:
 
     def _evaluate(self, run: _Run):
         run.reporter.end_bar_line()
-        run.evaluation.evaluate(self.model, run.step, run.reporter.eval_writer)
+        doing, self._phase.doing = self._phase.doing, run_phase.EVALUATING
+        try:
+            run.evaluation.evaluate(self.model, run.step, run.reporter.eval_writers)
+        finally:
+            self._phase.doing = doing
 
     def _save(self, run: _Run):
         run.reporter.end_bar_line()

@@ -4,17 +4,24 @@ A long job (the training loop) asks `StopRequests` whether to stop between its s
 While it is active, the first SIGINT or SIGTERM is recorded instead of killing the
 process: the job saves what it has and raises `Interrupted`, which the tools turn into
 one line and the shell's exit status for that signal (130 for SIGINT, 143 for SIGTERM).
-A second SIGINT ends the process at once.
+A second SIGINT ends the process at once; a second SIGTERM changes nothing (a scheduler
+may repeat its notice), SIGKILL or SIGINT then end it at once.
 
 Python runs a signal handler only when the main thread is back in the interpreter, not
 while it waits in a compiled TensorFlow loop that may last minutes. So the signal is
 also written to a wake-up pipe (`signal.set_wakeup_fd`), and a watcher thread, which
-is woken at once, calls the job's `on_request` (the Trainer sets a variable that its
-compiled loop reads at every step).
+is woken at once, says what happens next on stderr and calls the job's `on_request`
+(the Trainer sets a variable that its compiled loop reads at every step).
+
+While the main thread runs Python code that may be abandoned (tracing the training
+step: no step has run, nothing to save), the job wraps it in `abandoning()`: a stop
+request then raises `StopRequested` there at once, instead of waiting for the code to
+finish.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -22,6 +29,9 @@ import threading
 from collections.abc import Callable
 
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+# What the first signal does when the job does not say (`StopRequests(describe=...)`).
+NEXT_STEP = "stopping at the next step, with a checkpoint"
 
 
 class Interrupted(Exception):
@@ -38,8 +48,39 @@ class Interrupted(Exception):
         self.exit_status = 128 + self.signal_number
 
 
+class StopRequested(KeyboardInterrupt):
+    """Raised in the main thread by a stop request inside `StopRequests.abandoning()`.
+
+    A `KeyboardInterrupt` (a `BaseException`): code that catches `Exception` (such as
+    autograph's conversion fallbacks while a `tf.function` is traced) lets it through.
+
+    Attributes:
+        signal_number: the signal.
+    """
+
+    def __init__(self, signal_number: int):
+        super().__init__(signal_name(signal_number))
+        self.signal_number = int(signal_number)
+
+
 def signal_name(signal_number: int) -> str:
     return signal.Signals(signal_number).name
+
+
+def first_signal_message(signal_number: int, what_happens: str = NEXT_STEP) -> str:
+    """The line the first signal prints: what happens now, and what stops the process at
+    once instead, for that signal (Ctrl-C is the terminal's SIGINT; a SIGTERM comes from
+    `kill` or a scheduler, which may repeat it)."""
+    name = signal_name(signal_number)
+    if signal_number == signal.SIGINT:
+        at_once = "Ctrl-C again stops at once, without one"
+    else:
+        pid = os.getpid()
+        at_once = (
+            f"another {name} changes nothing; `kill -INT {pid}` or `kill -KILL {pid}` stops "
+            "at once, without one"
+        )
+    return f"{name}: {what_happens}; {at_once}"
 
 
 class StopRequests:
@@ -48,6 +89,8 @@ class StopRequests:
     Args:
         on_request: called once, from the watcher thread, when the first signal
             arrives (e.g. to set a variable a compiled loop reads); may be None.
+        describe: `fn() -> str`, what the job does on the first signal at that moment
+            (default `NEXT_STEP`), for the line it prints.
 
     Attributes:
         signal_number: the first signal received, or None.
@@ -55,10 +98,16 @@ class StopRequests:
             them; elsewhere nothing is recorded and signals act as before).
     """
 
-    def __init__(self, on_request: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        on_request: Callable[[], None] | None = None,
+        describe: Callable[[], str] | None = None,
+    ):
         self.on_request = on_request
+        self.describe = describe
         self.signal_number: int | None = None
         self.active = False
+        self._abandoning = False
         self._previous_handlers = {}
         self._previous_wakeup_fd = -1
         self._pipe = None
@@ -94,10 +143,38 @@ class StopRequests:
         os.close(read_fd)
         self.active = False
 
+    @contextlib.contextmanager
+    def abandoning(self):
+        """While active, a stop request (or one already made) raises `StopRequested` in
+        the main thread, for code that may be left unfinished (see the module
+        docstring). Only where the handlers are installed."""
+        if not self.active:
+            yield
+            return
+        self._abandoning = True
+        try:
+            if self.signal_number is not None:
+                raise StopRequested(self.signal_number)
+            yield
+        finally:
+            self._abandoning = False
+
     def _handle(self, number, frame) -> None:
-        # The Python-level handler: the watcher has already seen the signal; this only
-        # keeps Python's default (KeyboardInterrupt, or termination) from running.
-        del number, frame
+        # The Python-level handler, in the main thread: the watcher has already seen the
+        # signal; this keeps Python's default (KeyboardInterrupt, or termination) from
+        # running, and leaves code that may be abandoned.
+        del frame
+        if self._abandoning and number in HANDLED_SIGNALS:
+            self._abandoning = False  # raised once
+            raise StopRequested(self.signal_number or number)
+
+    def _what_happens(self) -> str:
+        if self.describe is None:
+            return NEXT_STEP
+        try:
+            return self.describe()
+        except Exception:  # the line must come whatever the job's state
+            return NEXT_STEP
 
     def _watch(self) -> None:
         read_fd = self._pipe[0]
@@ -113,10 +190,8 @@ class StopRequests:
                     continue
                 if self.signal_number is None:
                     self.signal_number = number
-                    sys.stderr.write(
-                        f"\n{signal_name(number)}: stopping at the next step with a "
-                        "checkpoint (Ctrl-C again to stop at once, without one)\n"
-                    )
+                    message = first_signal_message(number, self._what_happens())
+                    sys.stderr.write(f"\n{message}\n")
                     sys.stderr.flush()
                     if self.on_request is not None:
                         self.on_request()

@@ -51,7 +51,10 @@ def test_the_bar_fits_80_columns_and_log_lines_start_their_own_line(tmp_path, mo
     handler.setFormatter(logging.Formatter("LOG %(message)s"))
     package_logger = logging.getLogger("keras_bert_zoo")
     package_logger.addHandler(handler)
-    monkeypatch.setattr(package_logger, "level", logging.INFO)
+    # setLevel, not the attribute: it also clears the loggers' cached levels (an earlier
+    # test's log call at WARNING would keep "eval at step 4" out).
+    level = package_logger.level
+    package_logger.setLevel(logging.INFO)
     try:
         x, y = token5_data()
         model = build(steps=12)
@@ -64,6 +67,7 @@ def test_the_bar_fits_80_columns_and_log_lines_start_their_own_line(tmp_path, mo
         )
     finally:
         package_logger.removeHandler(handler)
+        package_logger.setLevel(level)
     lines = _screen(terminal.getvalue())
     bars = [line for line in lines if re.match(r"\s*\d+/12 ", line)]
     logs = [line for line in lines if line.startswith("LOG ")]
