@@ -28,6 +28,7 @@ count None for a tensor and N for a list of N flattened as `key_0` ... `key_{N-1
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -46,6 +47,9 @@ from keras_bert_zoo.serving.layout import (
 from keras_bert_zoo.utils.atomic import write_json_atomically
 from keras_bert_zoo.utils.deprecation import moved_names
 from keras_bert_zoo.utils.errors import UserError
+from keras_bert_zoo.utils.stages import stage
+
+logger = logging.getLogger(__name__)
 
 SIDECAR_FORMAT_VERSION = 1
 QUANTIZE_NONE = "none"
@@ -183,8 +187,9 @@ def start_export(output_dir: str, overwrite: bool, task, model, tokenizer, prepr
     output_dir = common.check_new_output(output_dir, overwrite)
     if preprocessor is None:
         preprocessor = task.make_preprocessor(tokenizer)
-    ids, expected = reference_ids(task, model, preprocessor)
-    structure = keras_output_structure(model(ids, training=False))
+    with stage(logger, "Answering the warmup texts with the model, for the checks"):
+        ids, expected = reference_ids(task, model, preprocessor)
+        structure = keras_output_structure(model(ids, training=False))
     return output_dir, preprocessor, ids, expected, structure
 
 

@@ -27,11 +27,16 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import logging
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from keras_bert_zoo.serving import sources
 from keras_bert_zoo.serving.exporter import Exporter, Option, OptionError
+from keras_bert_zoo.utils.stages import stage
+
+logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "keras_bert_zoo.serving.formats"
 DEFAULT_FORMAT = "saved_model"
@@ -210,4 +215,11 @@ def export(
     check_options(
         exporter, options, {**values, exporter.output.name: output}, kind=kind, source=source
     )
-    return exporter.export(source.load(kind), output, **values)
+    where = getattr(source, "checkpoint_dir", None) or getattr(source, "finetuned", None)
+    if isinstance(where, str | os.PathLike):  # a directory to read (not a model in memory)
+        with stage(logger, "Loading %s (%s)", os.fspath(where), kind):
+            loaded = source.load(kind)
+    else:
+        loaded = source.load(kind)
+    with stage(logger, "Exporting %s as %s", kind, exporter.title, every=0):
+        return exporter.export(loaded, output, **values)

@@ -56,6 +56,7 @@ print(encoder(inputs)["pooled_output"].shape)  # (1, H)
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 
 import keras
@@ -75,6 +76,9 @@ from keras_bert_zoo.text.packer import BertPacker
 from keras_bert_zoo.text.preprocessor import BertPreprocessor
 from keras_bert_zoo.text.tokenizer import DEFAULT_EXPORT_TOKENIZER_OPS, check_tokenizer_ops
 from keras_bert_zoo.text.tokenizer import tokenizer_ops as tokenizer_ops_of
+from keras_bert_zoo.utils.stages import stage
+
+logger = logging.getLogger(__name__)
 
 # The preprocessor's packed length when the source gives none.
 DEFAULT_SEQ_LENGTH = 128
@@ -306,15 +310,22 @@ class HubPairExporter(Exporter):
         ):
             preprocessor, preprocessor_signatures = build_hub_preprocessor(tokenizer, seq_length)
             preprocessor_dir = os.path.join(temp_dir, PREPROCESSOR_DIR)
-            tf.saved_model.save(preprocessor, preprocessor_dir, signatures=preprocessor_signatures)
+            with stage(logger, "Writing the preprocessor SavedModel (tracing its signatures)"):
+                tf.saved_model.save(
+                    preprocessor, preprocessor_dir, signatures=preprocessor_signatures
+                )
             common.write_export_manifests(
                 preprocessor_dir, hub_preprocessor_description(tokenizer, seq_length, ops_name)
             )
             encoder_dir = os.path.join(temp_dir, ENCODER_DIR)
-            tf.saved_model.save(encoder, encoder_dir, signatures=encoder_signatures)
+            with stage(logger, "Writing the encoder SavedModel (tracing its signatures)"):
+                tf.saved_model.save(encoder, encoder_dir, signatures=encoder_signatures)
             common.write_export_manifests(encoder_dir, hub_encoder_description(model))
             if verify:
-                _verify(preprocessor_dir, encoder_dir, model, encoder, tokenizer, seq_length)
+                with stage(
+                    logger, "Loading the pair back to check its answers against the model's"
+                ):
+                    _verify(preprocessor_dir, encoder_dir, model, encoder, tokenizer, seq_length)
         path = os.path.abspath(os.fspath(output_dir))
         return HubPairExport(
             path, os.path.join(path, PREPROCESSOR_DIR), os.path.join(path, ENCODER_DIR)

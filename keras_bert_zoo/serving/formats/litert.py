@@ -55,6 +55,7 @@ from keras_bert_zoo.serving.exporter import Option
 from keras_bert_zoo.serving.formats import int8_rows
 from keras_bert_zoo.serving.loading import ModelRunner, litert_interpreter
 from keras_bert_zoo.serving.sources import ENCODER, MASKED_LM, TASK
+from keras_bert_zoo.utils.stages import stage
 
 logger = logging.getLogger(__name__)
 
@@ -373,8 +374,8 @@ class LiteRTExporter(portable.PortableExporter):
             with int8_rows.tracing_lookup(model, quantize):
                 function, outputs, inputs, extra = _ids_function(model, prediction_slots)
             signature = IDS_SIGNATURE
-        logger.info("Converting %s to LiteRT (quantize=%s)", what, quantize)
-        content = convert(function, signature, what, quantize, custom_ops=raw_text)
+        with stage(logger, "Converting %s to LiteRT (quantize=%s)", what, quantize):
+            content = convert(function, signature, what, quantize, custom_ops=raw_text)
         builtin_ops, custom_ops = flatbuffer_ops(content)
         if raw_text:
             import tensorflow_text
@@ -399,6 +400,7 @@ class LiteRTExporter(portable.PortableExporter):
             with open(path, "wb") as f:
                 f.write(content)
             if verify and not raw_text:
-                _verify(path, sidecar, ids, expected, quantize, what)
+                with stage(logger, "Checking the LiteRT model's answers against the model's"):
+                    _verify(path, sidecar, ids, expected, quantize, what)
 
         return portable.write_export(output_dir, write_model, sidecar, tokenizer, overwrite)

@@ -52,6 +52,7 @@ from keras_bert_zoo.serving.formats import int8_rows
 from keras_bert_zoo.serving.loading import ModelRunner
 from keras_bert_zoo.serving.sources import ENCODER, MASKED_LM, TASK
 from keras_bert_zoo.utils.errors import UserError
+from keras_bert_zoo.utils.stages import stage
 
 logger = logging.getLogger(__name__)
 
@@ -211,10 +212,11 @@ class OnnxExporter(portable.PortableExporter):
         # int8: the word embeddings as int8 rows with a scale each (int8_rows.py).
         with int8_rows.tracing_lookup(model, quantize):
             function = portable.ids_function(model, specs)
-        logger.info("Converting %s to ONNX (quantize=%s)", what, quantize)
-        content = convert(function, specs.values(), what)
+        with stage(logger, "Converting %s to ONNX", what):
+            content = convert(function, specs.values(), what)
         if quantize == portable.QUANTIZE_DYNAMIC_INT8:
-            content = quantize_dynamic_int8(content)
+            with stage(logger, "Quantizing the ONNX model's weights to 8 bits"):
+                content = quantize_dynamic_int8(content)
         import onnxruntime
         import tf2onnx
 
@@ -237,9 +239,10 @@ class OnnxExporter(portable.PortableExporter):
             with open(path, "wb") as f:
                 f.write(content)
             if verify:
-                got = ModelRunner(path, sidecar, num_threads=None).run(ids)
-                portable.check_answers(
-                    expected, got, what, exact=quantize == portable.QUANTIZE_NONE
-                )
+                with stage(logger, "Checking the ONNX model's answers against the model's"):
+                    got = ModelRunner(path, sidecar, num_threads=None).run(ids)
+                    portable.check_answers(
+                        expected, got, what, exact=quantize == portable.QUANTIZE_NONE
+                    )
 
         return portable.write_export(output_dir, write_model, sidecar, tokenizer, overwrite)

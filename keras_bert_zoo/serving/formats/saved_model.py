@@ -77,6 +77,7 @@ from keras_bert_zoo.tasks.servable import PROBABILITIES_ANSWER, SCORE_ANSWER, Se
 from keras_bert_zoo.text.tokenizer import DEFAULT_EXPORT_TOKENIZER_OPS, check_tokenizer_ops
 from keras_bert_zoo.text.tokenizer import tokenizer_ops as text_tokenizer_ops
 from keras_bert_zoo.utils.errors import UserError
+from keras_bert_zoo.utils.stages import stage
 
 logger = logging.getLogger(__name__)
 
@@ -276,14 +277,14 @@ def _publish(version_dir, graph: _Graph, logs, expected, description, *, overwri
     """Saves, writes the warmup records and manifests, verifies, then renames into
     place; returns the op manifest."""
     with common.publish_directory(version_dir, overwrite=overwrite) as temp_dir:
-        logger.info("Saving the SavedModel %s (tracing its signatures)", version_dir)
-        tf.saved_model.save(graph.module, temp_dir, signatures=graph.functions)
+        with stage(logger, "Writing the SavedModel %s (tracing its signatures)", version_dir):
+            tf.saved_model.save(graph.module, temp_dir, signatures=graph.functions)
         signatures.set_method_names(temp_dir, graph.method_names)
         warmup.write_warmup_records(temp_dir, logs)
         manifest = common.write_export_manifests(temp_dir, description)
         if verify:
-            logger.info("Loading the export back to check its answers against the model's")
-            _verify(temp_dir, expected)
+            with stage(logger, "Loading the export back to check its answers against the model's"):
+                _verify(temp_dir, expected)
     return manifest
 
 
@@ -369,15 +370,20 @@ class SavedModelExporter(Exporter):
             text_tokenizer_ops(ops_name, tokenizer, preprocessor),
             contextlib.ExitStack() as graph_contexts,
         ):
-            model, padding_free = _served_model(
-                source.model, precision, padding_free, graph_contexts
-            )
+            # Another precision copies the weights: a large model takes a while.
+            making = stage(logger, "Making the %s model", precision)
+            with making if precision != FLOAT32 else contextlib.nullcontext():
+                model, padding_free = _served_model(
+                    source.model, precision, padding_free, graph_contexts
+                )
             text_fields = tuple(task.text_fields)
             texts = common.check_warmup_inputs(
                 text_fields, warmup_inputs or common.default_warmup_inputs(text_fields)
             )
-            graph = _build_graph(task, model, tokenizer, preprocessor)
-            logs, expected = _warmup_requests(model_name, task, model, graph, texts, precision)
+            with stage(logger, "Tracing the signature %s", signatures.DEFAULT_SIGNATURE):
+                graph = _build_graph(task, model, tokenizer, preprocessor)
+            with stage(logger, "Answering the warmup texts with the model, for the checks"):
+                logs, expected = _warmup_requests(model_name, task, model, graph, texts, precision)
             description = {
                 "format_version": common.FORMAT_VERSION,
                 "model_name": model_name,
