@@ -262,7 +262,7 @@ class DistillationJob(finetuning.FinetuningJob):
             student.encoder.hidden_size,
             teacher.encoder.hidden_size,
         )
-        return TaskDistiller(
+        distiller = TaskDistiller(
             teacher,
             student,
             self.soft_targets,
@@ -273,6 +273,8 @@ class DistillationJob(finetuning.FinetuningJob):
             attention_weight=config.attention_weight,
             layer_map=parse_layer_map(config.layer_map),
         )
+        self.resolve_batching(distiller)
+        return distiller
 
     def _student_from_source(self, teacher):
         from keras_bert_zoo.checkpoints import load_weights
@@ -372,7 +374,13 @@ class DistillationJob(finetuning.FinetuningJob):
             return cache
         logger.info("Computing the teacher's outputs over %s, once", self._training_set())
         cache.write(
-            outputs_by_batch(self.task, self.teacher_model, features, self.config.eval_batch_size),
+            outputs_by_batch(
+                self.task,
+                self.teacher_model,
+                features,
+                self.config.eval_batch_size,
+                batching=self.inference_batching,
+            ),
             input_names,
             self.num_training_features,
         )
@@ -438,6 +446,7 @@ class DistillationJob(finetuning.FinetuningJob):
                 self.preprocessor,
                 self.eval_sets,
                 self.config.eval_batch_size,
+                batching=self.inference_batching,
             )
         return super().evaluate(self._student(model))
 

@@ -65,7 +65,11 @@ from keras_bert_zoo.runners.configs import (
     explicit_flag_values,
     runner_flag_names,
 )
-from keras_bert_zoo.runners.loss_and_weights import load_checkpoint
+from keras_bert_zoo.runners.loss_and_weights import (
+    load_checkpoint,
+    task_family,
+    training_batching,
+)
 from keras_bert_zoo.runners.runner import (
     MODES,
     Job,
@@ -228,21 +232,58 @@ class FinetuningJob(Job):
         return steps
 
     def build_model(self):
-        from keras_bert_zoo.models import BertEncoder, packed
+        from keras_bert_zoo.models import BertEncoder
 
         model = self.task.build_model(BertEncoder.from_bert_config(self.source.bert_config))
-        if self.config.packed_sequences:
-            try:
-                packed.check_supported(model)
-            except TypeError as error:
-                raise UserError(
-                    f"--packed_sequences does not apply to task {self.task.task_name!r}: it "
-                    f"trains a {type(model).__name__}, whose outputs or inputs are not one per "
-                    f"example; packed batches train "
-                    f"{[m.__name__ for m in packed.SUPPORTED_MODELS]} only. Run it without "
-                    "--packed_sequences"
-                ) from error
+        self.resolve_batching(model)
         return model
+
+    # --- The layout of the batches ---
+
+    _batching: str | None = None
+
+    def resolve_batching(self, model) -> str:
+        """The layout of `model`'s training batches on this job's task:
+        `config.batching`, `auto` resolved for the task family
+        (`loss_and_weights.training_batching`); logged.
+
+        Raises:
+            UserError: a layout the model cannot train on (packed per-position heads).
+        """
+        task = getattr(self, "task", None)
+        family = task_family(task, model)
+        try:
+            self._batching = training_batching(self.config.batching, model, family)
+        except UserError as error:
+            name = task.task_name if task is not None else family
+            raise UserError(f"task {name!r}: {error}") from None
+        logger.info(
+            "Training batches: %s (--batching=%s; the %s family)",
+            self._batching,
+            self.config.batching,
+            family,
+        )
+        return self._batching
+
+    def batching(self) -> str:
+        """The layout of the training batches (`resolve_batching`, once the model is
+        built)."""
+        if self._batching is not None:
+            return self._batching
+        if self.config.batching == "auto":
+            raise RuntimeError("--batching=auto is resolved when the model is built")
+        return self.config.batching
+
+    def loss_fn(self, model):
+        if self._batching is None:
+            self.resolve_batching(model)
+        return super().loss_fn(model)
+
+    @property
+    def inference_batching(self) -> str:
+        """How evaluation and prediction batch the features (`tasks.prediction`):
+        sorted by length and trimmed, unless `--batching=padded`."""
+        return "padded" if self.config.batching == "padded" else "bucketed"
 
     def compile_kwargs(self) -> dict[str, Any]:
         return {"loss": self.task.loss(), "metrics": self.task.metrics()}
@@ -310,6 +351,7 @@ class FinetuningJob(Job):
             self.preprocessor,
             config.train_batch_size,
             seed=config.seed,
+            batching="bucketed" if self.batching() == "bucketed" else "padded",
             **self.training_features(),
         )
 
@@ -400,7 +442,12 @@ class FinetuningJob(Job):
         self.predicted: dict[str, tuple[list, list]] = {}
         for split, examples in run_outputs.read_splits(task, splits["predict"]).items():
             answers = prediction.predict(
-                task, model, examples, self.preprocessor, self.config.predict_batch_size
+                task,
+                model,
+                examples,
+                self.preprocessor,
+                self.config.predict_batch_size,
+                batching=self.inference_batching,
             )
             if run_outputs.labelled(examples):
                 self.predicted[split] = (examples, answers)
@@ -458,7 +505,12 @@ class FinetuningJob(Job):
             ),
         )
         results, self.last_answers = run_outputs.evaluate_splits(
-            self.task, model, self.preprocessor, self.eval_sets, self.config.eval_batch_size
+            self.task,
+            model,
+            self.preprocessor,
+            self.eval_sets,
+            self.config.eval_batch_size,
+            batching=self.inference_batching,
         )
         self.last_confusion_matrices = run_outputs.confusion_matrices(
             self.task, self.last_answers, self.eval_sets

@@ -155,11 +155,14 @@ def read_splits(task, splits: Sequence[str]) -> dict[str, list]:
     return examples
 
 
-def evaluate_splits(task, model, preprocessor, eval_sets, batch_size: int):
-    """`({split: metrics}, {split: answers})` of `model` on every eval split."""
+def evaluate_splits(task, model, preprocessor, eval_sets, batch_size: int, *, batching="bucketed"):
+    """`({split: metrics}, {split: answers})` of `model` on every eval split (`batching`:
+    `tasks.prediction.predict`'s)."""
     results, answers = {}, {}
     for split, examples in eval_sets.items():
-        answers[split] = prediction.predict(task, model, examples, preprocessor, batch_size)
+        answers[split] = prediction.predict(
+            task, model, examples, preprocessor, batch_size, batching=batching
+        )
         results[split] = {
             key: float(value) for key, value in task.evaluate(answers[split], examples).items()
         }

@@ -153,8 +153,6 @@ class Job(abc.ABC):
 
     # --- What the model trains through (the Trainer knows no model) ---
 
-    def loss_fn(self, model) -> Callable:
-        """`Trainer(loss_fn=...)`: the loss of one micro-batch of `model` (see
     def batching(self) -> str:
         """The layout of the training batches: `config.batching`, `auto` resolved. The
         base job's batches are full rows (pretraining records): `auto` is `padded`, and
@@ -168,6 +166,8 @@ class Job(abc.ABC):
             )
         return "padded" if requested == "auto" else requested
 
+    def loss_fn(self, model) -> Callable:
+        """`Trainer(loss_fn=...)`: the loss of one micro-batch of `model` (see
         `model_loss_fn`), packed when `batching()` is."""
         return model_loss_fn(model, packed=self.batching() == "packed")
 

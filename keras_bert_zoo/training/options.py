@@ -44,22 +44,26 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from typing import ClassVar
 
 import keras
 
 from keras_bert_zoo.training import distribute, optimization, schedules
 from keras_bert_zoo.training.reporting import PROGRESS_MODES
 from keras_bert_zoo.utils import cpu_kernels, settings
+from keras_bert_zoo.utils.deprecation import RenamedFields, SwitchedField
 from keras_bert_zoo.utils.errors import UserError
 from keras_bert_zoo.utils.settings import setting
 
 logger = logging.getLogger(__name__)
 
 DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
+# How a job lays out its training batches (`TrainingOptions.batching`).
+BATCHING_MODES = ("auto", "bucketed", "packed", "padded")
 
 
 @dataclasses.dataclass
-class TrainingOptions:
+class TrainingOptions(metaclass=RenamedFields):
     """The training core's settings, one field per flag every training binary shares.
 
     A job's config (`runners.configs.FinetuningConfig`, `PretrainingConfig`, ...)
@@ -122,20 +126,29 @@ class TrainingOptions:
         "for training (README.md 'Speed on CPUs'); --jit_compile / --nojit_compile force it.",
         affects_result=False,
     )
-    # === Packing ===
-    # Affects the result: packed rows draw other dropout masks than padded ones.
-    packed_sequences: bool = setting(
-        False,
-        help="Train on packed batches: several examples per row, attending only within "
-        "their own example (block-diagonal attention), so the step computes no padding; the "
-        "losses and gradients are the padded batches' (to float rounding; dropout masks "
-        "differ). Faster when most examples are much shorter than --max_seq_length "
-        "(real sentences and sentence pairs); no gain on full rows. For models with one "
-        "output per example: sentence and sentence-pair classification and regression "
-        "(GLUE, text_classification) and pretraining; tagging, question answering and "
-        "multiple choice are refused.",
+    # === Batches ===
+    # Affects the result: bucketed batches group other examples, packed rows draw other
+    # dropout masks than padded ones.
+    batching: str = setting(
+        "auto",
+        help="How training batches are laid out, so that a step computes no padding. "
+        "bucketed: batches of similar lengths (windows of the shuffled stream sorted by "
+        "length), each cut to its longest row rounded up to a multiple of 16 (64 past 128), "
+        "for every task. packed: several examples per row attending only within their own "
+        "example (block-diagonal attention), for models with one output per example "
+        "(sentence and pair classification, regression, multi-label, long-document windows; "
+        "pretraining); tagging, question answering and multiple choice are refused. "
+        "padded: every row --max_seq_length long (the old behaviour, also for evaluation "
+        "and prediction). auto: what was measured fastest for the task family "
+        "(runners.loss_and_weights.BATCHING_BY_FAMILY: faster when most examples are much "
+        "shorter than --max_seq_length); pretraining keeps its full rows. Evaluation and "
+        "prediction sort by length and trim unless padded.",
+        choices=BATCHING_MODES,
+        old_switches={"packed_sequences": ("packed", "padded")},
         affects_result=True,
     )
+    # `TrainingOptions(packed_sequences=...)` and `.packed_sequences`, for one release.
+    RENAMED_FIELDS: ClassVar = {"packed_sequences": SwitchedField("batching", "packed", "padded")}
     # === Optimizer ===
     optimizer: str = setting(
         "adamw", help="Optimizer.", choices=optimization.OPTIMIZERS, affects_result=True

@@ -8,6 +8,7 @@ warning.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -64,13 +65,25 @@ def moved_names(
     return __getattr__
 
 
+@dataclasses.dataclass(frozen=True)
+class SwitchedField:
+    """A boolean field that became two values of another (`RenamedFields`): `old=True`
+    is `field=on`, `old=False` is `field=off`, and `config.old` reads `field == on`."""
+
+    field: str
+    on: Any
+    off: Any
+
+
 class RenamedFields(type):
     """The metaclass of a dataclass some of whose fields were renamed: `Config(old=...)`
     and `config.old` keep working for one release, with a `DeprecationWarning`.
 
-    The class lists `RENAMED_FIELDS = {old name: new name}`; the old names are no fields
-    (`dataclasses.fields`, `replace`, `asdict` know only the new ones), so only a caller
-    that writes an old name is warned.
+    The class lists `RENAMED_FIELDS = {old name: new name}` (or `{old name:
+    SwitchedField(...)}` for a boolean that became values of another field), merged
+    with its bases'; the old names are no fields (`dataclasses.fields`, `replace`,
+    `asdict` know only the new ones), so only a caller that writes an old name is
+    warned.
 
     Example:
 
@@ -88,18 +101,32 @@ class RenamedFields(type):
     RENAMED_FIELDS: ClassVar[Mapping[str, str]] = {}
 
     def __new__(mcs, name, bases, namespace, **kwargs):
+        own = dict(namespace.get("RENAMED_FIELDS", {}))
+        inherited = {}
+        for base in reversed(bases):
+            inherited.update(getattr(base, "RENAMED_FIELDS", {}))
+        namespace["RENAMED_FIELDS"] = {**inherited, **own}
         cls = super().__new__(mcs, name, bases, namespace, **kwargs)
-        for old, new in namespace.get("RENAMED_FIELDS", {}).items():
-            setattr(cls, old, _renamed_attribute(old, new))
+        for old, new in own.items():
+            if isinstance(new, SwitchedField):
+                setattr(cls, old, _switched_attribute(old, new))
+            else:
+                setattr(cls, old, _renamed_attribute(old, new))
         return cls
 
     def __call__(cls, *args: Any, **kwargs: Any):
         for old, new in cls.RENAMED_FIELDS.items():
             if old in kwargs:
-                if new in kwargs:
-                    raise TypeError(f"{cls.__name__}() got both {old}= and its new name {new}=")
-                _warn_renamed(cls.__name__, old, new, stacklevel=3)
-                kwargs[new] = kwargs.pop(old)
+                field = new.field if isinstance(new, SwitchedField) else new
+                if field in kwargs:
+                    raise TypeError(f"{cls.__name__}() got both {old}= and its new name {field}=")
+                value = kwargs.pop(old)
+                if isinstance(new, SwitchedField):
+                    _warn_switched(cls.__name__, old, new, stacklevel=3)
+                    value = new.on if value else new.off
+                else:
+                    _warn_renamed(cls.__name__, old, new, stacklevel=3)
+                kwargs[field] = value
         return super().__call__(*args, **kwargs)
 
 
@@ -109,6 +136,29 @@ def _warn_renamed(owner: str, old: str, new: str, stacklevel: int) -> None:
         DeprecationWarning,
         stacklevel=stacklevel,
     )
+
+
+def _warn_switched(owner: str, old: str, new: SwitchedField, stacklevel: int) -> None:
+    warnings.warn(
+        f"{owner}.{old} is {new.field} now ({old}=True: {new.field}={new.on!r}, False: "
+        f"{new.off!r}); the old name will be removed in {REMOVAL}",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+
+
+def _switched_attribute(old: str, new: SwitchedField) -> property:
+    """`obj.old` reads `obj.field == on` and writes `on` or `off`, warning."""
+
+    def get(self):
+        _warn_switched(type(self).__name__, old, new, stacklevel=3)
+        return getattr(self, new.field) == new.on
+
+    def set_(self, value):
+        _warn_switched(type(self).__name__, old, new, stacklevel=3)
+        setattr(self, new.field, new.on if value else new.off)
+
+    return property(get, set_, doc=f"Deprecated: `{new.field} == {new.on!r}`.")
 
 
 def _renamed_attribute(old: str, new: str) -> property:

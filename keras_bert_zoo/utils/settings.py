@@ -21,7 +21,10 @@ unclassified is found by `unclassified_settings` (a test keeps that list empty).
 A renamed setting keeps its old flag name for one release: `setting(...,
 old_names=("export_formats",))` defines `--export_formats` as an alias of the field's
 flag; a command line that uses it gets one warning line saying it will be removed
-(`utils.deprecation.REMOVAL`).
+(`utils.deprecation.REMOVAL`). A boolean setting that became values of another keeps
+its switch the same way: `setting(..., old_switches={"packed_sequences": ("packed",
+"padded")})` on `batching` makes `--packed_sequences` mean `--batching=packed` and
+`--nopacked_sequences` `--batching=padded`, for one release.
 
 Example:
 
@@ -61,6 +64,7 @@ CHOICES = "choices"
 LOWER_BOUND = "lower_bound"
 IS_FLAG = "flag"
 OLD_NAMES = "old_names"
+OLD_SWITCHES = "old_switches"
 AFFECTS_RESULT = "affects_result"
 
 # The deprecated flag names a command line used and was warned about: once a process.
@@ -76,6 +80,7 @@ def setting(
     flag: bool = True,
     default_factory: Any = dataclasses.MISSING,
     old_names: Iterable[str] = (),
+    old_switches: Mapping[str, tuple[Any, Any]] | None = None,
     affects_result: bool | None = None,
 ) -> Any:
     """A dataclass field that declares its command-line flag.
@@ -89,6 +94,8 @@ def setting(
             dict gathered from other flags).
         default_factory: as `dataclasses.field`'s.
         old_names: the flag's deprecated names, aliases of it for one release.
+        old_switches: `{deprecated boolean flag: (value given by --flag, value given by
+            --noflag)}`: switches that set this flag, for one release.
         affects_result: whether a different value trains a different model (a rerun
             into the same output directory must then have the same value); False for
             what only shows, schedules or places the work. None: not classified yet.
@@ -99,6 +106,7 @@ def setting(
         LOWER_BOUND: lower_bound,
         IS_FLAG: flag,
         OLD_NAMES: tuple(old_names),
+        OLD_SWITCHES: dict(old_switches or {}),
         AFFECTS_RESULT: affects_result,
     }
     return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
@@ -144,11 +152,24 @@ def unclassified_settings(config_class: type) -> list[str]:
 
 
 def old_flag_names(config_class: type) -> dict[str, str]:
-    """`{deprecated flag name: the flag it is an alias of}` of `config_class`'s flags."""
+    """`{deprecated flag name: the flag it is an alias of}` of `config_class`'s flags
+    (old names and old switches)."""
     return {
         old: name
         for name in flag_names(config_class)
-        for old in field_metadata(config_class, name).get(OLD_NAMES, ())
+        for old in (
+            *field_metadata(config_class, name).get(OLD_NAMES, ()),
+            *field_metadata(config_class, name).get(OLD_SWITCHES, {}),
+        )
+    }
+
+
+def _old_switches(config_class: type) -> dict[str, tuple[str, tuple[Any, Any]]]:
+    """`{deprecated switch: (the flag it sets, (its value, its --no value))}`."""
+    return {
+        old: (name, tuple(values))
+        for name in flag_names(config_class)
+        for old, values in field_metadata(config_class, name).get(OLD_SWITCHES, {}).items()
     }
 
 
@@ -222,6 +243,8 @@ def define_flags(
         define_once(flag_values, kind, name, default, metadata[HELP], **kwargs)
         for old_name in metadata.get(OLD_NAMES, ()):
             _define_old_name(flag_values, old_name, name)
+        for old_name, values in metadata.get(OLD_SWITCHES, {}).items():
+            _define_old_switch(flag_values, old_name, name, values)
 
 
 def _define_old_name(flag_values, old_name: str, name: str) -> None:
@@ -235,18 +258,59 @@ def _define_old_name(flag_values, old_name: str, name: str) -> None:
     alias.help = f"Deprecated: the old name of --{name}, removed in {REMOVAL}. Alias for --{name}."
 
 
+def _define_old_switch(flag_values, old_name: str, name: str, values) -> None:
+    """`--old_name` / `--noold_name`: a boolean flag that sets `--name` to `values[0]` /
+    `values[1]` (`flag_values_of` reads it)."""
+    from absl import flags
+
+    if old_name in flag_values:
+        return
+    on, off = values
+    flags.DEFINE_bool(
+        old_name,
+        None,
+        f"Deprecated: --{old_name} is --{name}={on} (--no{old_name}: --{name}={off}), "
+        f"removed in {REMOVAL}.",
+        flag_values=flag_values,
+    )
+
+
+def _switched_name(old_name: str, name: str, switch) -> str:
+    if switch is None:
+        return f"--{name}"
+    on, off = switch[1]
+    return f"--{name}={on} (--no{old_name}: --{name}={off})"
+
+
 def _warn_of_old_names(config_class: type, flag_values) -> None:
     """One warning line per deprecated flag name the command line used."""
+    switches = _old_switches(config_class)
     for old_name, name in old_flag_names(config_class).items():
         used = old_name in flag_values and flag_values[old_name].present
         if used and old_name not in _warned_old_names:
             _warned_old_names.add(old_name)
             logger.warning(
-                "--%s is deprecated: it is --%s now; the old name will be removed in %s",
+                "--%s is deprecated: it is %s now; the old name will be removed in %s",
                 old_name,
-                name,
+                _switched_name(old_name, name, switches.get(old_name)),
                 REMOVAL,
             )
+
+
+def _apply_old_switches(config_class: type, flag_values, values: dict[str, Any]) -> None:
+    """The values the deprecated switches given on the command line set (a switch and
+    its flag given with other values is an error)."""
+    for old_name, (name, (on, off)) in _old_switches(config_class).items():
+        if old_name not in flag_values or not flag_values[old_name].present:
+            continue
+        value = on if flag_values[old_name].value else off
+        given = name in flag_values and flag_values[name].present
+        if given and flag_values[name].value != value:
+            raise UserError(
+                f"--{'' if value == on else 'no'}{old_name} means --{name}={value}, but "
+                f"--{name}={flag_values[name].value} is given too; pass only --{name}"
+            )
+        values[name] = value
 
 
 def flag_values_of(
@@ -265,6 +329,7 @@ def flag_values_of(
             continue
         value = flag_values[name].value
         values[name] = tuple(value) if isinstance(value, list) else value
+    _apply_old_switches(config_class, flag_values, values)
     return values
 
 

@@ -52,7 +52,10 @@ def test_every_flag_comes_from_a_config_field_with_its_help(tool):
     options = tasks.all_task_options() if tool != "run_pretraining" else {}
     # A renamed flag's old name is an alias of the field's flag, for one release.
     old_names = settings.old_flag_names(config_class)
-    assert old_names == {"export_formats": "checkpoint_layouts"}, tool
+    assert old_names == {
+        "export_formats": "checkpoint_layouts",
+        "packed_sequences": "batching",
+    }, tool
     defined = set(flag_values) - set(old_names)
     assert defined, tool
     for name in defined:

@@ -1,5 +1,5 @@
-"""`--packed_sequences` through the fine-tuning runner (`runners.finetuning.run_finetuning`,
-what `tools/run_finetuning.py` calls).
+"""`--batching=packed` (once `--packed_sequences`) through the fine-tuning runner
+(`runners.finetuning.run_finetuning`, what `tools/run_finetuning.py` calls).
 
 Reference: the same run with padded batches. On gensim's real movie-review sentences
 (their real lengths, well under `--max_seq_length`) both runs start from the same
@@ -56,7 +56,7 @@ def test_packed_run_follows_the_padded_loss_trajectory(
 ):
     packed_batches = packed_batch_keys
     results = {}
-    for packed_sequences in (False, True):
+    for packed_sequences, batching in ((False, "padded"), (True, "packed")):
         results[packed_sequences] = finetuning.run_finetuning(
             demo.demo_config(
                 init_checkpoint=no_dropout_checkpoint,
@@ -68,7 +68,7 @@ def test_packed_run_follows_the_padded_loss_trajectory(
                 steps_per_loop=4,
                 checkpoint_layouts=(),
                 progress="none",
-                packed_sequences=packed_sequences,
+                batching=batching,
             )
         )
     padded, packed_run = results[False].training, results[True].training
@@ -121,9 +121,9 @@ def test_tasks_that_cannot_be_packed_are_refused_before_training(task, write_dat
         max_seq_length=96,
         num_train_steps=2,
         train_batch_size=4,
-        packed_sequences=True,
+        batching="packed",
     )
-    with pytest.raises(ValueError, match=rf"--packed_sequences .* task '{task}'.* {model}"):
+    with pytest.raises(ValueError, match=rf"task '{task}': --batching=packed .* {model}"):
         finetuning.run_finetuning(config)
     # Refused before anything of the run was written.
     assert not (output_dir / "task.json").exists()

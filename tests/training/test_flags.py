@@ -1,7 +1,9 @@
-"""`--packed_sequences`: a setting of the training core, so a flag of every training binary,
-which the job turns into what the Trainer trains through (packed batches and their loss)."""
+"""`--batching` (`--packed_sequences` before: a deprecated switch of it now): a setting of the
+training core, so a flag of every training binary, which the job turns into what the Trainer
+trains through (packed batches and their loss)."""
 
 import keras
+import pytest
 from absl import flags
 
 from keras_bert_zoo.models import BertClassifier, BertEncoder, head_positions
@@ -25,65 +27,91 @@ def _classifier():
 
 
 def _reaches_the_trainer(config) -> bool:
-    """Whether the job packs: its batches' transformation and the packed loss function."""
+    """Whether the job packs: its batches' transformation and the packed loss function
+    (`auto` is resolved for the model: `loss_fn` first)."""
     job = finetuning.FinetuningJob(config)
-    transform, loss_fn = job.dataset_transform(), job.loss_fn(_classifier())
+    loss_fn, transform = job.loss_fn(_classifier()), job.dataset_transform()
     assert (transform is not None) == (loss_fn is forward.packed_loss_fn)
     return transform is not None
 
 
-def test_packed_sequences_is_a_training_flag_off_by_default_that_reaches_the_trainer():
+def test_batching_is_a_training_flag_auto_by_default_and_packed_sequences_its_old_switch():
     values = flags.FlagValues()
     settings.define_flags(TrainingOptions, values)
     values(["prog", "--output_dir=/tmp/run"])
-    assert values.packed_sequences is False
-    assert _options(values).packed_sequences is False
-    assert TrainingOptions().packed_sequences is False
-    help_text = values["packed_sequences"].help
+    assert values.batching == "auto" and values.packed_sequences is None
+    assert _options(values).batching == "auto"
+    assert TrainingOptions().batching == "auto"
+    help_text = values["batching"].help
     for words in ("block-diagonal", "shorter than --max_seq_length", "tagging", "pretraining"):
         assert words in help_text, words
+    assert "--batching=packed" in values["packed_sequences"].help
 
+    for command_line, batching in (
+        (["--packed_sequences"], "packed"),
+        (["--nopacked_sequences"], "padded"),
+        (["--batching=bucketed"], "bucketed"),
+        (["--batching=packed", "--packed_sequences"], "packed"),
+    ):
+        values = flags.FlagValues()
+        settings.define_flags(TrainingOptions, values)
+        values(["prog", "--output_dir=/tmp/run", *command_line])
+        assert _options(values).batching == batching, command_line
     values = flags.FlagValues()
     settings.define_flags(TrainingOptions, values)
-    values(["prog", "--output_dir=/tmp/run", "--packed_sequences"])
-    assert _options(values).packed_sequences is True
+    values(["prog", "--output_dir=/tmp/run", "--batching=bucketed", "--packed_sequences"])
+    with pytest.raises(ValueError, match="--packed_sequences means --batching=packed"):
+        _options(values)
+    # The old keyword and attribute, for one release.
+    with pytest.warns(DeprecationWarning, match="packed_sequences is batching now"):
+        options = TrainingOptions(packed_sequences=True)
+    assert options.batching == "packed"
+    with pytest.warns(DeprecationWarning):
+        assert options.packed_sequences is True
+    with pytest.warns(DeprecationWarning):
+        assert TrainingOptions(packed_sequences=False).batching == "padded"
+
+
+def test_both_runners_read_batching_from_their_command_line():
     values = flags.FlagValues()
-    settings.define_flags(TrainingOptions, values)
-    values(["prog", "--output_dir=/tmp/run", "--nopacked_sequences"])
-    assert _options(values).packed_sequences is False
-
-
-def test_both_runners_read_packed_sequences_from_their_command_line():
+    finetuning.define_flags(values)
+    values(["run_finetuning", "--task=glue/sst2", "--output_dir=/tmp/x", "--batching=padded"])
+    config = finetuning.config_from_flags(values)
+    assert config.batching == "padded"
+    assert not _reaches_the_trainer(config)
+    for flag in ("--packed_sequences", "--batching=packed"):
+        values = flags.FlagValues()
+        finetuning.define_flags(values)
+        values(["run_finetuning", "--task=glue/sst2", "--output_dir=/tmp/x", flag])
+        config = finetuning.config_from_flags(values)
+        assert config.batching == "packed"
+        assert _reaches_the_trainer(config)
+        # Without --task (the main job) the given flag changes the main job's setting.
+        assert finetuning.explicit_flag_values(values)["batching"] == "packed"
+    # The default: what the sentence family measured fastest (packed rows).
     values = flags.FlagValues()
     finetuning.define_flags(values)
     values(["run_finetuning", "--task=glue/sst2", "--output_dir=/tmp/x"])
-    config = finetuning.config_from_flags(values)
-    assert config.packed_sequences is False
-    assert not _reaches_the_trainer(config)
-    values = flags.FlagValues()
-    finetuning.define_flags(values)
-    values(["run_finetuning", "--task=glue/sst2", "--output_dir=/tmp/x", "--packed_sequences"])
-    config = finetuning.config_from_flags(values)
-    assert config.packed_sequences is True
-    assert _reaches_the_trainer(config)
-    # Without --task (the main job) the given flag changes the main job's setting.
-    assert finetuning.explicit_flag_values(values)["packed_sequences"] is True
+    assert _reaches_the_trainer(finetuning.config_from_flags(values))
 
     values = flags.FlagValues()
     pretraining_run.define_flags(values)
     values(["run_pretraining", "--output_dir=/tmp/x", "--packed_sequences"])
     config = pretraining_run.config_from_flags(values)
-    assert config.packed_sequences is True
+    assert config.batching == "packed"
     job = pretraining_run.PretrainingJob(config)
     assert job.dataset_transform() is not None
     assert job.loss_fn(_classifier()) is forward.packed_loss_fn
+    # Pretraining's records are full rows: auto keeps them padded.
+    job = pretraining_run.PretrainingJob(pretraining_run.PretrainingConfig(output_dir="/tmp/x"))
+    assert job.dataset_transform() is None
 
 
 def test_the_job_picks_the_loss_function_of_its_model():
     # Padded batches: the head positions' loss for the models that declare their heads'
     # positions, else the model's own call.
     classifier = _classifier()
-    config = finetuning.FinetuningConfig(task="glue/sst2", output_dir="/tmp/x")
+    config = finetuning.FinetuningConfig(task="glue/sst2", output_dir="/tmp/x", batching="padded")
     job = finetuning.FinetuningJob(config)
     assert job.loss_fn(classifier) is head_positions.head_positions_loss_fn
     plain = keras.Sequential([keras.layers.Dense(2)])
