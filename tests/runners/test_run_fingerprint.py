@@ -153,7 +153,7 @@ FINETUNING_LEARNED = {
     "train_batch_size": {"train_batch_size": 4},
     "dtype_policy": {"dtype_policy": "mixed_bfloat16"},
     "mixed_precision": {"mixed_precision": True},
-    "packed_sequences": {"packed_sequences": True},
+    "batching": {"batching": "padded"},
     "optimizer": {"optimizer": "lamb"},
     "learning_rate": {"learning_rate": 3e-5},
     "lr_schedule": {"lr_schedule": "cosine"},
