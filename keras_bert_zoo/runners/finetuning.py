@@ -57,7 +57,7 @@ import logging
 import os
 from typing import Any
 
-from keras_bert_zoo.runners import fingerprint, run_dir, run_outputs, sources
+from keras_bert_zoo.runners import eval_summaries, fingerprint, run_dir, run_outputs, sources
 from keras_bert_zoo.runners.configs import (
     FinetuningConfig,
     config_from_flags,
@@ -88,7 +88,6 @@ from keras_bert_zoo.utils.run_layout import (
     BEST_DIR,
     CHECKPOINT_LAYOUTS,
     EVAL_RESULTS_FILE,
-    EVAL_SUMMARIES_DIR,
     EXPORT_DIRS,
     FINETUNED_DIR,
     METRICS_FILE,
@@ -464,7 +463,9 @@ class FinetuningJob(Job):
         examples = {split: pair[0] for split, pair in predicted.items()}
         answers = {split: pair[1] for split, pair in predicted.items()}
         self.last_confusion_matrices = run_outputs.confusion_matrices(self.task, answers, examples)
-        return run_outputs.score_answers(self.task, answers, examples)
+        results = run_outputs.score_answers(self.task, answers, examples)
+        self.last_scored = (results, answers, examples)  # for its summaries
+        return results
 
     def write_eval_predictions(self, *, write: bool) -> dict[str, list[str]]:
         files = {}
@@ -515,10 +516,17 @@ class FinetuningJob(Job):
         self.last_confusion_matrices = run_outputs.confusion_matrices(
             self.task, self.last_answers, self.eval_sets
         )
+        self.last_scored = (results, self.last_answers, self.eval_sets)  # for its summaries
         return results
 
-    def trainer_metrics(self, results) -> dict[str, float]:
-        return run_outputs.flatten_results(results)
+    def trainer_metrics(self, results) -> dict[str, dict[str, float]]:
+        # By split: the Trainer writes each split's metrics to its own TensorBoard run,
+        # under the training run's tags, and ranks them as "split/metric".
+        return {split: dict(metrics) for split, metrics in results.items()}
+
+    def predicts_after_training(self) -> bool:
+        # A file to predict given with the training run (--predict_file) is predicted.
+        return bool(self.config.task_options.get("predict_file"))
 
     def eval_record(self, step, results, history, model_source: str) -> dict[str, Any]:
         record = run_outputs.eval_record(
@@ -535,11 +543,17 @@ class FinetuningJob(Job):
         if step is None or step == getattr(self, "_summarized_step", None):
             return
         self._summarized_step = step
-        run_outputs.write_evaluation_summaries(
-            os.path.join(self.output_dir, EVAL_SUMMARIES_DIR),
+        results, answers, examples = getattr(self, "last_scored", ({}, {}, {}))
+        eval_summaries.write_evaluation_summaries(
+            self.output_dir,
             step,
             self.task,
-            getattr(self, "last_confusion_matrices", None) or {},
+            answers=answers,
+            examples=examples,
+            matrices=getattr(self, "last_confusion_matrices", None) or {},
+            results=results,
+            # A training run's Trainer wrote the metrics; eval and predict runs write them.
+            write_metrics=not self.config.trains,
         )
 
     def export_best(self):

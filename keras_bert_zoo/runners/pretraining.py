@@ -45,6 +45,7 @@ from keras_bert_zoo.runners.run_dir import CHECKPOINT_LAYOUTS, EVAL_RESULTS_FILE
 from keras_bert_zoo.runners.runner import Job, LoadedModel, Runner, RunResult, tensorboard_hint
 from keras_bert_zoo.tasks import pretraining as pretraining_task
 from keras_bert_zoo.tasks.pretraining import PretrainingTask
+from keras_bert_zoo.training.reporting import format_metric
 from keras_bert_zoo.utils.deprecation import moved_names
 from keras_bert_zoo.utils.errors import UserError
 
@@ -335,7 +336,7 @@ def summary(result: PretrainingResult) -> str:
     if result.eval_results:
         lines.append(
             f"eval_results.json (step {result.step}): "
-            + ", ".join(f"{k} {v:.4f}" for k, v in sorted(result.eval_results.items()))
+            + ", ".join(f"{k} {format_metric(v)}" for k, v in sorted(result.eval_results.items()))
         )
     lines.extend(f"{layout}: {path}" for layout, path in result.exports.items())
     if result.training is not None:

@@ -21,6 +21,7 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from keras_bert_zoo.runners import eval_summaries
 from keras_bert_zoo.tasks import prediction, registry
 from keras_bert_zoo.tasks.saving import (
     MODEL_FILE,
@@ -29,6 +30,7 @@ from keras_bert_zoo.tasks.saving import (
     save_finetuned,
     task_description,
 )
+from keras_bert_zoo.training.reporting import format_metric, metric_value
 from keras_bert_zoo.utils import run_layout
 from keras_bert_zoo.utils.atomic import (
     atomic_directory,
@@ -140,7 +142,7 @@ def labelled(examples: Sequence) -> bool:
 def score_answers(task, answers, examples) -> dict[str, dict[str, float]]:
     """`{split: metrics}` of `answers[split]` against `examples[split]`."""
     return {
-        split: {key: float(value) for key, value in task.evaluate(answers[split], rows).items()}
+        split: {key: metric_value(v) for key, v in task.evaluate(answers[split], rows).items()}
         for split, rows in examples.items()
     }
 
@@ -164,7 +166,7 @@ def evaluate_splits(task, model, preprocessor, eval_sets, batch_size: int, *, ba
             task, model, examples, preprocessor, batch_size, batching=batching
         )
         results[split] = {
-            key: float(value) for key, value in task.evaluate(answers[split], examples).items()
+            key: metric_value(v) for key, v in task.evaluate(answers[split], examples).items()
         }
     return results, answers
 
@@ -180,7 +182,7 @@ def flatten_results(results: Mapping[str, Mapping[str, float]]) -> dict[str, flo
 
 def format_results(results: Mapping[str, Mapping[str, float]]) -> str:
     return "; ".join(
-        f"{split}: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items()))
+        f"{split}: " + ", ".join(f"{k} {format_metric(v)}" for k, v in sorted(metrics.items()))
         for split, metrics in results.items()
     )
 
@@ -204,43 +206,25 @@ def results_lines(eval_results, step, primary_metric: str | None) -> list[str]:
     lines = [f"eval_results.json (step {step}):"]
     for split, metrics in eval_results.items():
         ordered = sorted(metrics.items(), key=lambda item: (item[0] != primary_metric, item[0]))
-        shown = [f"{k} {v:.4f}" + (" (primary)" if k == primary_metric else "") for k, v in ordered]
+        shown = [
+            f"{k} {format_metric(v)}" + (" (primary)" if k == primary_metric else "")
+            for k, v in ordered
+        ]
         lines.append(f"  {split}: " + ", ".join(shown))
     return lines
 
 
 def write_evaluation_summaries(directory: str, step: int, task, matrices) -> None:
     """TensorBoard summaries of an evaluation beyond its metrics: each split's confusion
-    matrix as a text table, and a multi-label task's per-label thresholds (tuned at
-    each evaluation, or given)."""
-    thresholds = {}
-    if getattr(task, "is_multi_label", False):
-        values = [float(value) for value in task.label_thresholds]
-        thresholds = dict(zip(task.label_names, values, strict=True))
-    if not (matrices or thresholds):
-        return
-    import tensorflow as tf
-
-    from keras_bert_zoo.training.reporting import write_scalar, write_text
-
-    writer = tf.summary.create_file_writer(directory)
-    with writer.as_default():
-        for split, matrix in matrices.items():
-            write_text(f"{split}/confusion_matrix", markdown_matrix(matrix), step)
-        for name, threshold in thresholds.items():
-            write_scalar(f"threshold/{name}", threshold, step)
-    writer.close()
+    matrix and a multi-label task's per-label thresholds. `directory` is the run's
+    `eval/`; each split goes to its own run (`eval_summaries.write_evaluation_summaries`,
+    which jobs call with the answers, for the loss, per-class scores and PR curves)."""
+    eval_summaries.write_evaluation_summaries(
+        os.path.dirname(os.path.abspath(directory)), step, task, matrices=matrices
+    )
 
 
-def markdown_matrix(confusion: Mapping[str, Any]) -> str:
-    """A confusion matrix as a markdown table: rows the gold label, columns the
-    predicted one."""
-    labels = [str(label) for label in confusion["labels"]]
-    lines = ["| gold \\ predicted | " + " | ".join(labels) + " |"]
-    lines.append("|---" * (len(labels) + 1) + "|")
-    for label, row in zip(labels, confusion["matrix"], strict=True):
-        lines.append(f"| {label} | " + " | ".join(str(count) for count in row) + " |")
-    return "\n".join(lines)
+markdown_matrix = eval_summaries.markdown_matrix
 
 
 # === Writing ===

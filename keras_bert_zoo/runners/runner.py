@@ -26,7 +26,9 @@ Runner(job).run():                mode: job.mode (config.mode)
                                   job.write_eval_predictions(); reused when the last periodic
                                   evaluation was of the same model at the same step
   job.predict(model)              predict: the prediction files, and the metrics of the
-                                  labelled ones (job.prediction_results), eval_results.json
+                                  labelled ones (job.prediction_results), eval_results.json;
+                                  train, train_and_eval: the prediction files of a file to
+                                  predict given with the run (job.predicts_after_training)
   job.export(model)               train, train_and_eval, export: the chief writes the exports
 ```
 
@@ -232,6 +234,11 @@ class Job(abc.ABC):
         default)."""
         return {}
 
+    def predicts_after_training(self) -> bool:
+        """Whether a training run also predicts (`predict`) with the model it reports,
+        e.g. a file to predict given with it (default: no)."""
+        return False
+
     def prediction_results(self) -> dict[str, Any]:
         """After `predict`: the evaluation results of the predicted splits that have
         labels (none by default), reported and written as an evaluation's."""
@@ -259,8 +266,9 @@ class Job(abc.ABC):
         """The evaluation results of `model` (JSON-able)."""
         raise NotImplementedError
 
-    def trainer_metrics(self, results: Mapping[str, Any]) -> dict[str, float]:
-        """`results` as the flat `{metric: value}` the Trainer logs and ranks."""
+    def trainer_metrics(self, results: Mapping[str, Any]) -> dict[str, Any]:
+        """`results` as the Trainer logs, writes and ranks them: `{metric: value}`, or
+        `{split: {metric: value}}` (`training.evaluation.Evaluation`)."""
         return dict(results)
 
     def eval_record(self, step, results, history, model_source: str) -> dict[str, Any]:
@@ -397,6 +405,9 @@ class Runner:
         if mode == "predict":
             result.prediction_files.update(job.predict(result.model, write=self.chief))
             self.report_prediction_results(result)
+        elif mode in TRAINING_MODES and job.predicts_after_training():
+            logger.info("Predicting with the model of the run (step %s)", result.step)
+            result.prediction_files.update(job.predict(result.model, write=self.chief))
         if mode in TRAINING_MODES + ("export",) and self.chief:
             logger.info("Writing the model of the run")
             result.exports = job.export(result.model, result.step, result.eval_results)

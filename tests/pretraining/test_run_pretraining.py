@@ -13,6 +13,7 @@ and tests/checkpoints/test_checkpoint_resize.py.
 
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -148,6 +149,15 @@ def test_loss_falls_and_everything_is_written(phase1):
     )
     # A trained MLM beats the uniform guess over the vocabulary by far.
     assert phase1.eval_results["masked_lm_accuracy"] > 3 / len(VOCAB)
+    # The counts print as integers ("sequences 111", not "sequences 111.0000": issue 47).
+    from keras_bert_zoo.runners.pretraining import summary
+
+    printed = summary(phase1)
+    sequences = phase1.eval_results["sequences"]
+    assert isinstance(sequences, int)
+    assert re.search(rf"sequences {sequences}(,|$)", printed, re.M), printed
+    assert re.search(r"masked_lm_predictions \d+(,|$)", printed, re.M), printed
+    assert re.search(r"masked_lm_accuracy 0\.\d{4}", printed), printed
 
 
 def test_eval_metrics_match_a_numpy_restatement(phase1, data):

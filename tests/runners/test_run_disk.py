@@ -4,6 +4,7 @@ both the best and the final one, and a main job that leaves only what it prints.
 import json
 import os
 import pathlib
+import re
 import shutil
 import sys
 
@@ -180,6 +181,12 @@ def test_main_job_in_a_temporary_directory_leaves_what_it_prints(checkpoint, tmp
     )
     assert main_job.output_dir == str(output_dir)
     assert sorted(os.listdir(output_dir)) == ["finetuned", "serving"]
+    # The README's first paragraph says what the main job leaves: these, and nothing else.
+    readme = (HERE.parents[1] / "README.md").read_text(encoding="utf-8")
+    paragraph = readme.split("The first command runs the main job", 1)[1].split("\n\n", 1)[0]
+    left = paragraph.split("It leaves", 1)[1].split(". The second runs", 1)[0]
+    assert sorted(re.findall(r"`(\w+)/`", left)) == ["finetuned", "serving"], left
+    assert "--checkpoint_layouts" in left  # the other layouts, only when asked for
     assert f"fine-tuned model: {output_dir / 'finetuned'}" in printed.getvalue()
     assert f"exported for TF Serving: {main_job.exported.path}" in printed.getvalue()
     assert tasks.load_finetuned(str(output_dir / "finetuned")).task.task_name == (

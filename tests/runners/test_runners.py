@@ -362,8 +362,9 @@ def test_tensorboard_reads_a_point_per_step_and_each_evaluation(finetuned_run):
         assert [step for step, _ in train[tag]] == [1, 2, 3, 4, 5, 6], tag
         np.testing.assert_allclose([value for _, value in train[tag]], values, rtol=1e-6)
     evaluations = _tensorboard_scalars(os.path.join(runner.job.output_dir, "eval"))
-    (accuracy_tag,) = [tag for tag in evaluations if tag.endswith("/accuracy")]
-    assert [step for step, _ in evaluations[accuracy_tag]] == [3, 6]
+    # The dev split's run (eval/) has the train run's tags: TensorBoard overlays them.
+    assert {"accuracy", "loss"} <= set(train) & set(evaluations), (train, evaluations)
+    assert [step for step, _ in evaluations["accuracy"]] == [3, 6]
     # What a training run's last line says (the `test` extra installs tensorboard).
     hint = runner_module.tensorboard_hint(runner.job.output_dir)
     assert hint == f"TensorBoard: tensorboard --logdir {runner.job.output_dir}"
@@ -403,7 +404,63 @@ def test_classification_runs_record_their_confusion_matrix(finetuned_run):
     expected = sklearn.metrics.confusion_matrix(gold, predicted, labels=confusion["labels"])
     assert confusion["matrix"] == expected.tolist() and sum(map(sum, confusion["matrix"])) == 12
     texts = _tensorboard_texts(str(output_dir / "eval"))
-    assert [step for step, _ in texts["dev/confusion_matrix"]] == [3, 6]
-    last = texts["dev/confusion_matrix"][-1][1]
+    assert [step for step, _ in texts["confusion_matrix"]] == [3, 6]
+    last = texts["confusion_matrix"][-1][1]
     for label, row in zip(confusion["labels"], confusion["matrix"], strict=True):
         assert f"| {label} | " + " | ".join(map(str, row)) + " |" in last
+
+
+def test_dev_loss_per_class_scores_and_pr_curves_for_tensorboard(finetuned_run):
+    """Issue 47, point 8: the dev loss, each class's precision, recall and F1, and its
+    precision-recall curve, at each evaluation, as TensorBoard's plugins read them."""
+    import sklearn.metrics
+    from tensorboard.backend.event_processing.plugin_event_accumulator import (
+        EventAccumulator,
+    )
+    from tensorboard.plugins.pr_curve import metadata
+    from tensorboard.util import tensor_util
+
+    runner, _ = finetuned_run
+    output_dir = pathlib.Path(runner.job.output_dir)
+    scalars = _tensorboard_scalars(str(output_dir / "eval"))
+    records = [
+        json.loads(line)
+        for line in (output_dir / "predictions" / "predictions_dev.jsonl").read_text().splitlines()
+    ]
+    gold = [r["gold_label"] for r in records]
+    # The last evaluation's values, against the answers it wrote (step 6).
+    loss = -np.mean([np.log(r["probabilities"][r["gold_label"]]) for r in records])
+    assert [step for step, _ in scalars["loss"]] == [3, 6]
+    assert scalars["loss"][-1][1] == pytest.approx(loss, rel=1e-4)
+    labels = ["neg", "pos"]
+    precision, recall, f1, _ = sklearn.metrics.precision_recall_fscore_support(
+        gold, [r["label"] for r in records], labels=labels, zero_division=0
+    )
+    for i, label in enumerate(labels):
+        for kind, values in (("precision", precision), ("recall", recall), ("f1", f1)):
+            assert scalars[f"{kind}/{label}"][-1] == (6, pytest.approx(values[i])), kind
+    events = EventAccumulator(str(output_dir / "eval"))
+    events.Reload()
+    curves = events.PluginTagToContent(metadata.PLUGIN_NAME)
+    assert sorted(curves) == ["pr_curve/neg", "pr_curve/pos"]
+    last = events.Tensors("pr_curve/pos")[-1]
+    data = tensor_util.make_ndarray(last.tensor_proto)
+    assert last.step == 6 and data.shape == (
+        6,
+        metadata.parse_plugin_metadata(curves["pr_curve/pos"]).num_thresholds,
+    )
+    # At threshold 0 every example is called positive: recall 1, the positives counted.
+    assert data[metadata.RECALL_INDEX, 0] == 1.0
+    assert data[metadata.TRUE_POSITIVES_INDEX, 0] == gold.count("pos")
+
+
+def test_a_file_to_predict_is_predicted_after_training(files, tmp_path):
+    """Issue 47, point 10: `--predict_file` in train_and_eval (it was ignored)."""
+    options = {"train_file": "train.tsv", "eval_file": "dev.tsv", "predict_file": "dev.tsv"}
+    config = _finetuning_config(
+        files, tmp_path / "run", task_options=options, checkpoint_layouts=(), num_train_steps=1
+    )
+    result = finetuning.run_finetuning(config)
+    (path,) = result.prediction_files["test"]
+    assert path == str(tmp_path / "run" / "predictions" / "predictions_test.jsonl")
+    assert len(pathlib.Path(path).read_text().splitlines()) == 12

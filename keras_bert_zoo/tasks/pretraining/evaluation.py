@@ -111,6 +111,7 @@ def evaluate_pretraining(model, dataset, steps: int = 0) -> dict[str, float]:
         "next_sentence_balanced_accuracy": float(np.mean(recalls)),
         "next_sentence_loss": float(next_sentence_loss),
         "loss": float(masked_lm_loss + next_sentence_loss),
-        "masked_lm_predictions": float(weight),
-        "sequences": float(sequences),
+        # Counts: integers (the sum of 0/1 weights is a count), printed as such.
+        "masked_lm_predictions": int(weight) if float(weight).is_integer() else float(weight),
+        "sequences": int(sequences),
     }
