@@ -327,11 +327,13 @@ def trim_to_longest(
 ) -> Any:
     """Cuts every padded sequence feature of a batch to the batch's longest sequence.
 
-    Sequence features are the tensors of rank >= 2 whose axis 1 has the static size of
-    the ``mask_key`` feature's axis 1 (for ``[B, S]`` batches) — e.g. input_word_ids,
+    Sequence features are the tensors whose axis at the ``mask_key`` feature's last axis
+    has that axis's static size (for ``[B, S]`` batches: axis 1) — e.g. input_word_ids,
     input_mask, input_type_ids — so a ``[B, 128]`` batch whose longest sequence has 37
-    tokens becomes ``[B, 37]``. Works for a single unbatched element (axis 0) too.
-    Other features (labels, masked_lm_positions of another size) are untouched.
+    tokens becomes ``[B, 37]``. Works for a single unbatched element (axis 0) and for
+    multiple choice's ``[B, choices, S]`` (axis 2) too. Other features (labels,
+    masked_lm_positions of another size) are untouched. ``data.bucketing.trim_batch``
+    also rounds the length up to a few values (bounded traced shapes).
     """
     mask = _find_mask(element, mask_key)
     if mask is None:
@@ -346,7 +348,7 @@ def trim_to_longest(
             return t
         if seq_dim is None or t.shape[axis] != seq_dim:
             return t
-        return t[:, :length] if axis == 1 else t[:length]
+        return t[(slice(None),) * axis + (slice(None, length),)]
 
     return tf.nest.map_structure(trim, element)
 
@@ -504,7 +506,8 @@ def make_bucketed_batches(
         x = _unwrap(x)
         if length_fn is not None:
             return tf.cast(length_fn(x), tf.int32)
-        return _sequence_lengths(x, mask_key)
+        # The longest of an element's sequences (multiple choice: of its choices).
+        return tf.reduce_max(_sequence_lengths(x, mask_key))
 
     if length_fn is None:
         ds = parallel_map(ds, lambda *x: trim_to_longest(_unwrap(x), mask_key=mask_key))

@@ -1,7 +1,7 @@
 """Sequence packing in tf.data: datasets of padded batches turned into packed batches.
 
 `packed_dataset` maps `pack_batch` over the batches of a dataset (a job's
-`--packed_sequences` passes it as `Trainer(dataset_transform=...)`); labels and
+`--batching=packed` passes it as `Trainer(dataset_transform=...)`); labels and
 sample weights pass through untouched, per example. What a packed batch holds, and the
 packing itself, live with the models that read it: `keras_bert_zoo.models.sequence_packing`
 (models import nothing from `data/`).

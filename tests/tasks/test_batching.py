@@ -235,10 +235,11 @@ def test_trimmed_batches_hold_the_padded_examples_loss_and_outputs(family):
     assert min(trimmed_lengths) < padded_length or family.name == "windows", trimmed_lengths
 
 
-@pytest.mark.parametrize("name", ["tagging", "spans", "sentences"])
+@pytest.mark.parametrize("name", ["tagging", "spans"])
 def test_a_distillers_loss_is_the_same_on_trimmed_batches(name, tmp_path):
-    """The distiller of a per-position head (token classes, span positions) and of a
-    sentence head: the same loss on the trimmed batch as on the padded one."""
+    """The distiller of a per-position head (token classes, span positions), with every
+    term: the same loss on the trimmed batch as on the padded one. (A sentence head's
+    soft targets are per example: its family's test covers the student's loss.)"""
     from keras_bert_zoo.models.distillation import TaskDistiller
 
     case = Family(name, tmp_path)
@@ -392,16 +393,31 @@ def test_the_trainer_traces_once_and_resumes_bit_for_bit_on_bucketed_batches(tmp
         )
 
     whole = trainer("whole")
-    whole.train(dataset_fn, 12, input_state="skip")
+    whole.train(dataset_fn, 8, input_state="skip")
     # One trace of the loop for the batches of every length.
     assert whole._train_loop.experimental_get_tracing_count() == 1  # noqa: SLF001
-    lengths = {x["input_word_ids"].shape[1] for x, _ in dataset_fn(None).take(12)}
+    lengths = {x["input_word_ids"].shape[1] for x, _ in dataset_fn(None).take(8)}
     assert len(lengths) > 1, lengths
 
     first = trainer("resumed")
-    first.train(dataset_fn, 8, input_state="skip")
+    first.train(dataset_fn, 4, input_state="skip")
     resumed = trainer("resumed")
-    result = resumed.train(dataset_fn, 12, input_state="skip")
-    assert result.restored_step == 8
+    result = resumed.train(dataset_fn, 8, input_state="skip")
+    assert result.restored_step == 4
     for a, b in zip(whole.model.get_weights(), resumed.model.get_weights(), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_trim_to_longest_cuts_multiple_choice_rows_along_their_sequence_axis():
+    """`data.pipeline.trim_to_longest` on `[batch, choices, seq_len]`: it cut the batch
+    axis before (`t[:length]`)."""
+    from keras_bert_zoo.data.pipeline import trim_to_longest
+
+    mask = np.zeros((2, 3, 8), np.int32)
+    mask[:, :, :3] = 1
+    mask[1, 2, :5] = 1
+    batch = {"input_mask": mask, "input_word_ids": mask * 7, "label": np.array([0, 2])}
+    trimmed = trim_to_longest({key: tf.constant(value) for key, value in batch.items()})
+    assert trimmed["input_mask"].shape == trimmed["input_word_ids"].shape == (2, 3, 5)
+    np.testing.assert_array_equal(trimmed["input_word_ids"], batch["input_word_ids"][..., :5])
+    np.testing.assert_array_equal(trimmed["label"], [0, 2])
