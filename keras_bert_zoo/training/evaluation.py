@@ -40,6 +40,7 @@ from keras_bert_zoo.training.reporting import metric_value, split_metrics, write
 from keras_bert_zoo.utils import run_layout
 from keras_bert_zoo.utils.atomic import atomic_directory, write_json_atomically
 from keras_bert_zoo.utils.errors import UserError
+from keras_bert_zoo.utils.stages import stage
 
 logger = logging.getLogger(__name__)
 
@@ -123,9 +124,12 @@ class Evaluation:
             writers: `reporting.EvalSummaryWriters` (a split's run each), or one summary
                 writer for every split; no-op ones off the chief.
         """
+        # The job says what it evaluates; a long evaluation is not a silence either.
+        with stage(logger, "evaluating step %d", step, announce=False):
+            results = self.eval_fn(model)
         by_split = {
             split: {name: metric_value(value) for name, value in values.items()}
-            for split, values in split_metrics(self.eval_fn(model)).items()
+            for split, values in split_metrics(results).items()
         }
         metrics = {
             name if split is None else f"{split}/{name}": value

@@ -34,7 +34,13 @@ def _lowered(text: str) -> str:
 
 
 @contextlib.contextmanager
-def stage(logger: logging.Logger, message: str, *args, every: float = HEARTBEAT_SECONDS):
+def stage(
+    logger: logging.Logger,
+    message: str,
+    *args,
+    every: float = HEARTBEAT_SECONDS,
+    announce: bool = True,
+):
     """Logs `message % args` now, then `"... still <message> (N s)"` every `every`
     seconds until the block ends, and `"... <message>: done in N s"` if it ended (no
     exception) after more than `every`.
@@ -43,10 +49,13 @@ def stage(logger: logging.Logger, message: str, *args, every: float = HEARTBEAT_
         logger: where the lines go (at INFO).
         message, args: the step, as a logging format and its arguments.
         every: seconds between the lines while it runs (0: none).
+        announce: log the first and the last line (False: the caller says what the step
+            is and what it gave, in its words; only the "still" lines).
     """
     text = message % args if args else message
-    # stacklevel 3: the line names the caller's `with` (past contextlib), not this module.
-    logger.info("%s", text, stacklevel=3)
+    if announce:
+        # stacklevel 3: the line names the caller's `with` (past contextlib), not this module.
+        logger.info("%s", text, stacklevel=3)
     start = time.monotonic()
     done = threading.Event()
 
@@ -64,5 +73,5 @@ def stage(logger: logging.Logger, message: str, *args, every: float = HEARTBEAT_
         if beating.is_alive():
             beating.join(timeout=1)
     seconds = time.monotonic() - start  # (not after an exception: the step did not end)
-    if every > 0 and seconds >= every:
+    if announce and every > 0 and seconds >= every:
         logger.info("... %s: done in %d s", _lowered(text), seconds, stacklevel=3)

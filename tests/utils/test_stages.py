@@ -23,3 +23,12 @@ def test_a_long_stage_logs_while_it_runs(caplog):
     # A short step: its line only.
     assert lines[-1] == "Writing the SavedModel", lines
     assert 10 <= HEARTBEAT_SECONDS <= 20
+
+
+def test_a_stage_the_caller_announces_logs_only_while_it_runs(caplog):
+    logger = logging.getLogger("keras_bert_zoo.test_stages")
+    with caplog.at_level(logging.INFO, logger=logger.name):
+        with stage(logger, "evaluating step %d", 9, every=0.2, announce=False):
+            time.sleep(0.5)
+    lines = [record.getMessage() for record in caplog.records]
+    assert lines and all(line.startswith("... still evaluating step 9 (") for line in lines), lines
