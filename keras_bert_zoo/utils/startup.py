@@ -138,6 +138,22 @@ def _docstring(tool_file: str) -> str:
         return ast.get_docstring(ast.parse(f.read()), clean=True) or ""
 
 
+def _kernel_flags(arguments: Sequence[str]) -> tuple[str, bool | None]:
+    """`--onednn` and `--jit_compile` / `--nojit_compile` read from the arguments
+    themselves (the last of each wins, as in absl)."""
+    onednn, jit_compile = "auto", None
+    for index, argument in enumerate(arguments):
+        name, equals, value = argument.lstrip("-").partition("=")
+        if name == "onednn":
+            if not equals and index + 1 < len(arguments):
+                value = arguments[index + 1]
+            onednn = value
+        elif name in ("jit_compile", "nojit_compile"):
+            on = value.lower() not in ("false", "f", "0") if equals else True
+            jit_compile = on if name == "jit_compile" else False
+    return onednn, jit_compile
+
+
 def _error_name(program: str, tool: str) -> str:
     """The name error lines start with, as `utils.cli` writes it (argv[0]'s stem)."""
     return tool if program.startswith("python") else program
@@ -187,12 +203,13 @@ def start_tool(
         known_only=known_only,
     )
     if kernels:
-        onednn, jit_compile = "auto", None
         if parsed is not None:
-            if "onednn" in parsed:
-                onednn = parsed["onednn"].value
-            if "jit_compile" in parsed:
-                jit_compile = parsed["jit_compile"].value
+            onednn = parsed["onednn"].value if "onednn" in parsed else "auto"
+            jit_compile = parsed["jit_compile"].value if "jit_compile" in parsed else None
+        else:  # not checked early (plugins extend the tool): the flags as written
+            onednn, jit_compile = _kernel_flags(sys.argv[1:])
+        if onednn not in cpu_kernels.ONEDNN_SETTINGS:
+            onednn = "auto"  # the tool's own parse refuses it, once its flags are defined
         cpu_kernels.apply(cpu_kernels.choose(onednn=onednn, jit_compile=jit_compile))
     message = check(sys.argv[1:]) if check is not None else None
     if message:
@@ -208,15 +225,18 @@ def define_onednn_flag():
     reads it before TensorFlow loads)."""
     from absl import flags
 
-    if "onednn" in flags.FLAGS:
-        return flags.FlagHolder(flags.FLAGS, flags.FLAGS["onednn"])
-    return flags.DEFINE_enum(
+    from keras_bert_zoo.utils import settings
+
+    settings.define_once(
+        flags.FLAGS,
+        "enum",
         "onednn",
         "auto",
-        list(cpu_kernels.ONEDNN_SETTINGS),
         "TensorFlow's oneDNN kernels: auto (chosen for the CPU's kind, as measured: README.md "
         f"'Speed on CPUs'; {cpu_kernels.ONEDNN_ENV} in the environment wins), on, off.",
+        enum_values=list(cpu_kernels.ONEDNN_SETTINGS),
     )
+    return flags.FlagHolder(flags.FLAGS, flags.FLAGS["onednn"])
 
 
 def log_kernel_choice() -> None:

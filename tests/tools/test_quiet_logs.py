@@ -1,8 +1,9 @@
 """What a user sees on a terminal: a fine-tuning run and an export through the tools, with
-the environment a user has (no TF_CPP_MIN_LOG_LEVEL of ours), print our own lines
-(phases, progress, results) and none of TensorFlow's noise: no CUDA probing on a CPU
-machine, no multi-kilobyte load report, no signature-serialization warnings. With
-`--verbosity=1` TensorFlow's Python logs come back."""
+the environment a user has (no TF_CPP_MIN_LOG_LEVEL of ours), print our own lines (the
+CPU kernels chosen first, then phases, progress, results) and none of TensorFlow's
+noise: no CUDA probing on a CPU machine, no multi-kilobyte load report, no
+signature-serialization warnings. With `--verbosity=1` TensorFlow's Python logs come
+back. (The console scripts' start: tests/tools/test_installed_wheel.py.)"""
 
 import pathlib
 import subprocess
@@ -78,6 +79,9 @@ def test_training_and_export_print_our_lines_only(run):
             assert noise not in text, (noise, text[-3000:])
         # No line a terminal has to wrap many times over.
         assert max(len(line) for line in text.splitlines()) < 400, text[-3000:]
+    # The first lines say which CPU kernels run, and why (issue 45).
+    assert "CPU kernels" in trained.stderr.splitlines()[0], trained.stderr[:2000]
+    assert "CPU kernels" in exported.stderr.splitlines()[0], exported.stderr[:2000]
     for phase in ("Reading text_classification", "Building the model", "Starting at step 0"):
         assert phase in trained.stderr, phase
     assert "Evaluating on dev (10 examples)" in trained.stderr

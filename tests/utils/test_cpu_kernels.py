@@ -170,3 +170,12 @@ def test_the_install_hint_of_an_extra_fits_the_installation(monkeypatch):
     assert installation.install_extra_command("demo") == 'pip install -e ".[demo]"'
     monkeypatch.setattr(installation, "from_source_tree", lambda: False)
     assert installation.install_extra_command("demo") == 'pip install "keras_bert_zoo[demo]"'
+
+
+def test_a_tool_not_checked_early_reads_its_kernel_flags_as_written():
+    """A tool that plugins extend is parsed once its flags are loaded: the kernel flags,
+    needed before TensorFlow loads, are read from the arguments themselves."""
+    assert startup._kernel_flags([]) == ("auto", None)  # noqa: SLF001
+    assert startup._kernel_flags(["--onednn=off", "--jit_compile"]) == ("off", True)  # noqa: SLF001
+    assert startup._kernel_flags(["--onednn", "on", "--nojit_compile"]) == ("on", False)  # noqa: SLF001
+    assert startup._kernel_flags(["--jit_compile=false", "--x=1"]) == ("auto", False)  # noqa: SLF001
