@@ -217,6 +217,10 @@ def _main_reporting_user_errors(argv):
     """`main` as `cli.run` runs it. keras_bert_zoo.utils.cli imports keras_bert_zoo (and
     TensorFlow), so the worker processes' forkserver is started first."""
     _start_worker_server()
+    from keras_bert_zoo.utils import quiet_import
+
+    if quiet_import.wants_quiet_import():
+        quiet_import.import_tensorflow_quietly()
     from keras_bert_zoo.utils import cli
 
     return cli.wrap(main)(argv)

@@ -5,10 +5,14 @@ them here (imports and pure-Python tables only, no TensorFlow op, so no runtime 
 exists at fork time) saves each worker several CPU seconds of start-up.
 """
 
-import tensorflow  # noqa: F401
+from keras_bert_zoo.utils import quiet_import
 
-from keras_bert_zoo.pretraining import creator  # noqa: F401
-from keras_bert_zoo.text import (
+if quiet_import.wants_quiet_import():
+    quiet_import.import_tensorflow_quietly()
+import tensorflow  # noqa: E402, F401
+
+from keras_bert_zoo.pretraining import creator  # noqa: E402, F401
+from keras_bert_zoo.text import (  # noqa: E402
     tokenizer,  # noqa: F401
     unicode_tables,
 )

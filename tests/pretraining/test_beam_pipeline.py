@@ -13,6 +13,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 
@@ -339,12 +340,8 @@ def test_tool_on_the_direct_runner_in_this_process_writes_the_local_bytes(
     assert not prism_calls
 
 
-def test_tool_refuses_beam_options_without_the_beam_engine(tool, inputs, tmp_path):
-    from absl import app
-
-    with pytest.raises(
-        app.UsageError, match=r"Unknown arguments \['--runner=DirectRunner'\].*--engine=beam only"
-    ):
+def test_tool_refuses_beam_options_without_the_beam_engine(tool, inputs, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
         run_tool(
             tool,
             f"--input_file={inputs}",
@@ -352,6 +349,12 @@ def test_tool_refuses_beam_options_without_the_beam_engine(tool, inputs, tmp_pat
             f"--vocab_file={real_vocab()}",
             "--runner=DirectRunner",
         )
+    assert exit_info.value.code == 1
+    stderr = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(stderr) == 1, stderr
+    assert re.search(
+        r"Unknown arguments \['--runner=DirectRunner'\].*--engine=beam only", stderr[0]
+    )
     assert not (tmp_path / "t.tfrecord").exists()
 
 
