@@ -38,7 +38,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.inputs import INPUT_MASK
@@ -184,8 +183,3 @@ def length_grouped(
 
     grouped = dataset.batch(window).enumerate().map(sort_window).unbatch()
     return grouped.batch(batch_size, drop_remainder=drop_remainder)
-
-
-def sorted_order(lengths: np.ndarray) -> np.ndarray:
-    """Row indices by length (stable): for inference batches of similar lengths."""
-    return np.argsort(np.asarray(lengths), kind="stable")

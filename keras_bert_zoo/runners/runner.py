@@ -501,8 +501,6 @@ class Runner:
         distribute.WorkerAgreement(self.strategy).barrier()
         self.history = run_dir.EvalHistory(job.output_dir, redoes_later_steps=True)
 
-    # --- The parts ---
-
     def setup_strategy(self):
         self.strategy, self.chief = setup_strategy(self.job.config)
         return self.strategy

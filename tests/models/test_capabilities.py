@@ -14,6 +14,7 @@ from keras_bert_zoo.models import (
     BertClassifier,
     BertMultipleChoice,
     BertPretrainer,
+    BertSentenceEmbedder,
     BertSpanLabeler,
     BertTokenClassifier,
     EncoderHeadModel,
@@ -73,6 +74,7 @@ def test_the_package_models_declare_what_they_read():
     assert _package_models_with("supports_padding_free_inference") == [
         BertClassifier,
         BertMultipleChoice,
+        BertSentenceEmbedder,  # masked pooling reads no padded position
     ]
     for cls in (BertSpanLabeler, BertTokenClassifier):
         assert not cls.outputs_from_head_positions

@@ -96,7 +96,10 @@ def test_dynamic_int8_keeps_the_answers(tmp_path, family_exports, tokenizer):
         format="onnx",
         quantize="dynamic_int8",
     )
-    assert small.size_bytes <= 0.3 * exported.size_bytes
+    # Plus the word-embedding rows' int32 scales: 4 bytes a row, a quarter of this tiny
+    # model's 16-wide int8 row (3% of a 128-wide one).
+    row_scales = 4 * tokenizer.vocabulary_size()
+    assert small.size_bytes <= 0.3 * exported.size_bytes + row_scales
     nodes = onnx.load(small.model_path).graph.node
     nbits = [node for node in nodes if node.op_type == "MatMulNBits"]
     assert nbits and {node.domain for node in nbits} == {"com.microsoft"}
@@ -108,8 +111,16 @@ def test_dynamic_int8_keeps_the_answers(tmp_path, family_exports, tokenizer):
     )
     float_matmuls = [node for node in nodes if node.op_type == "MatMul"]
     assert len(float_matmuls) == 2 * len(model.transformer_layers), [n.name for n in float_matmuls]
-    dequantized = {node.output[0] for node in nodes if node.op_type == "DequantizeLinear"}
-    assert any("word_embeddings" in name for name in dequantized), dequantized
+    # The word-embedding table: int8 rows gathered (serving/formats/int8_rows.py).
+    graph = onnx.load(small.model_path).graph
+    int8_tables = {
+        tensor.name
+        for tensor in graph.initializer
+        if tensor.data_type == onnx.TensorProto.INT8
+        and list(tensor.dims) == [tokenizer.vocabulary_size(), model.bert_config.hidden_size]
+    }
+    gathered = {node.input[0] for node in nodes if node.op_type == "Gather"}
+    assert int8_tables & gathered, (int8_tables, sorted(gathered))
     ids = ph.random_ids(model, tokenizer.vocabulary_size(), batch=8)
     got, want = _run(_session(small.model_path), ids), ph.keras_outputs(model, ids)
     assert ph.cosines(want["pooled_output"], got["pooled_output"]).min() > 0.99
