@@ -24,6 +24,7 @@ import keras
 import tensorflow as tf
 
 from keras_bert_zoo.models.encoder import BertEncoder
+from keras_bert_zoo.utils import cpu_kernels
 from keras_bert_zoo.utils.errors import UserError
 
 FLOAT32 = "float32"
@@ -35,15 +36,9 @@ NATIVE_BFLOAT16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
 
 
 def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> set[str]:
-    """The CPU's feature flags (empty where `/proc/cpuinfo` is unreadable)."""
-    try:
-        with open(cpuinfo_path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
+    """The CPU's feature flags (empty where `/proc/cpuinfo` is unreadable): the ones
+    `utils.cpu_kernels` chooses the CPU kernels by."""
+    return set(cpu_kernels.read_cpu_flags(cpuinfo_path))
 
 
 def resolve_precision(precision: str, *, flags=None, gpus=None) -> str:
