@@ -170,9 +170,36 @@ def strided_windows(lengths, room, stride: int):
     return row_index, window_start, window_length
 
 
-# The byte order mark some editors put at the start of UTF-8 files; left in, it glues
-# itself to the first field of the first line.
+# The byte order mark some tools (editors, Excel, the MSR paraphrase corpus that MRPC
+# comes from) put at the start of UTF-8 files; left in, it glues itself to the first
+# field of the first line ("\ufeffQuality").
 _BYTE_ORDER_MARK = "\ufeff"
+
+
+def decode_text(
+    data: bytes, path: str, encoding: str, error_class: type[UserError] = UserError
+) -> str:
+    """`data`, the bytes of the file `path`, decoded with `encoding` (a leading byte
+    order mark removed): every task reads its text files through it, so an undecodable
+    file gets one message.
+
+    Raises:
+        error_class: `data` is not valid `encoding` (the message gives the line and byte
+            offset of the first bad byte and the flag to pass).
+        UserError: `encoding` is not a known text encoding.
+    """
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise error_class(
+            f"{path}:{line}: byte {data[error.start]:#04x} at byte offset {error.start} is "
+            f"not valid {encoding}; pass --encoding with the file's encoding (for example "
+            "--encoding=latin-1)"
+        ) from None
+    except LookupError:
+        raise UserError(f"Unknown text encoding {encoding!r} (--encoding)") from None
+    return text.removeprefix(_BYTE_ORDER_MARK)
 
 
 def read_tab_separated_fields(
@@ -217,23 +244,13 @@ def read_tab_separated_fields(
         raise FileNotFoundError(f"{path}: no such file (expected the {description})")
     with open(path, "rb") as f:
         data = f.read()
-    try:
-        text = data.decode(encoding)
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise UserError(
-            f"{path}:{line}: byte {data[error.start]:#04x} at byte offset {error.start} is "
-            f"not valid {encoding}; pass --encoding with the file's encoding (for example "
-            "--encoding=latin-1)"
-        ) from None
-    except LookupError:
-        raise UserError(f"Unknown text encoding {encoding!r} (--encoding)") from None
+    text = decode_text(data, path, encoding)
     names = tuple(field_names)
     expected = (
         f"{len(names)} tab-separated field{'s' if len(names) != 1 else ''} ({', '.join(names)})"
     )
     rows = []
-    for number, line in enumerate(text.removeprefix(_BYTE_ORDER_MARK).split("\n"), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):
         line = line.removesuffix("\r")
         if not line.strip():
             continue

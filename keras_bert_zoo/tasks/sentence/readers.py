@@ -15,12 +15,9 @@ from collections.abc import Sequence
 
 from absl import logging
 
+from keras_bert_zoo.tasks._shared import decode_text
 from keras_bert_zoo.utils.errors import UserError
 
-# The byte order mark some tools (Excel, the MSR paraphrase corpus that MRPC comes
-# from) put at the start of UTF-8 files; left in, it glues itself to the first column
-# name ("\ufeffQuality").
-_BYTE_ORDER_MARK = "\ufeff"
 FASTTEXT_LABEL_PREFIX = "__label__"
 
 
@@ -42,18 +39,7 @@ def read_text(path: str, encoding: str = "utf-8", *, description: str = "input f
         data = f.read()
     if not data.strip():
         raise InputFileError(f"{path}: the file is empty (expected the {description})")
-    try:
-        text = data.decode(encoding)
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise InputFileError(
-            f"{path}:{line}: byte {data[error.start]:#04x} at byte offset {error.start} is "
-            f"not valid {encoding}; pass --encoding with the file's encoding "
-            "(for example --encoding=latin-1)"
-        ) from None
-    except LookupError:
-        raise UserError(f"Unknown text encoding {encoding!r} (--encoding)") from None
-    return text.removeprefix(_BYTE_ORDER_MARK)
+    return decode_text(data, path, encoding, InputFileError)
 
 
 def numbered_lines(text: str) -> list[tuple[int, str]]:
