@@ -1,5 +1,5 @@
-"""What a training run is doing: the line a stop request prints, and how long a loop
-of steps may run before it reports.
+"""What a training run is doing: the line a stop request prints, how long a loop of
+steps may run before it reports, and the parts of one run (`Run`).
 
 A run goes through `TRACING` (the loop is traced before its first call: a stop request
 abandons it at once, no step has run), `FIRST_STEP` (the first call instantiates the
@@ -20,7 +20,15 @@ phase.loop_limit()  # 30.0 (5.0 in FIRST_STEP)
 
 from __future__ import annotations
 
+import dataclasses
+from typing import TYPE_CHECKING
+
 from keras_bert_zoo.utils import interrupts
+
+if TYPE_CHECKING:  # the parts import nothing of this module; annotations only
+    from keras_bert_zoo.training.evaluation import Evaluation
+    from keras_bert_zoo.training.reporting import Reporter
+    from keras_bert_zoo.training.run_checkpoints import RunCheckpoints
 
 TRACING, FIRST_STEP, TRAINING, EVALUATING = "tracing", "first step", "training", "evaluating"
 
@@ -62,3 +70,25 @@ class RunPhase:
         if self.doing == FIRST_STEP:
             return min(FIRST_REPORT_SECONDS, self.progress_every_seconds)
         return self.progress_every_seconds
+
+
+def loop_steps(step: int, num_steps: int, steps_per_loop: int, every: tuple[int, ...]) -> int:
+    """The steps of the next loop from `step`: `steps_per_loop`, fewer at the end, and a
+    loop stops at the next multiple of each nonzero `every` (checkpoints, evaluations:
+    both happen between loops)."""
+    steps = min(steps_per_loop, num_steps - step)
+    for interval in every:
+        if interval:
+            steps = min(steps, interval - step % interval)
+    return steps
+
+
+@dataclasses.dataclass
+class Run:
+    """The parts of one `Trainer.train` call and the step it reached."""
+
+    num_steps: int
+    step: int
+    checkpoints: RunCheckpoints
+    evaluation: Evaluation
+    reporter: Reporter

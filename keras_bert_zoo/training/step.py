@@ -1,5 +1,16 @@
 """The compiled training step and the loop of steps the `Trainer` runs between reports.
 
+Why a loop of our own rather than `model.fit` (checked on Keras 3.15 / TF 2.21, see
+`distribute.py` for the evidence): `fit` fails under `MultiWorkerMirroredStrategy`
+(keras-team/keras #20585), turns XLA off under any strategy, hands the optimizer
+per-replica gradients (so `global_clipnorm` clips each replica's gradient, and
+`LossScaleOptimizer` checks only the local replica for inf/NaN), its
+`gradient_accumulation_steps` fails under `MirroredStrategy` (#20582) and feeds the
+schedule micro-steps, and `BackupAndRestore` resumes only at epoch starts, with no
+input position and no dropout RNG state. The loop is one path for every strategy, and
+uses Keras for everything else: the model's `compute_loss` and metrics, Keras
+optimizers and schedules, `LossScaleOptimizer`'s scale variables, the progress bar.
+
 One training step, in each replica (`strategy.run`):
 
 1. `compute_gradients`: forward and backward pass on each of the

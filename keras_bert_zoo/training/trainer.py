@@ -1,15 +1,6 @@
 """`Trainer`: the one training loop of every job (pretraining and every task).
 
-Why a loop of our own rather than `model.fit` (checked on Keras 3.15 / TF 2.21, see
-`distribute.py` for the evidence): `fit` fails under `MultiWorkerMirroredStrategy`
-(keras-team/keras #20585), turns XLA off under any strategy, hands the optimizer
-per-replica gradients (so `global_clipnorm` clips each replica's gradient, and
-`LossScaleOptimizer` checks only the local replica for inf/NaN), its
-`gradient_accumulation_steps` fails under `MirroredStrategy` (#20582) and feeds the
-schedule micro-steps, and `BackupAndRestore` resumes only at epoch starts, with no
-input position and no dropout RNG state. The loop is one path for every strategy, and
-uses Keras for everything else: the model's `compute_loss` and metrics, Keras
-optimizers and schedules, `LossScaleOptimizer`'s scale variables, the progress bar.
+Why a loop of our own rather than `model.fit`: `step.py`'s docstring.
 
 The Trainer only orchestrates; each part is its own module of `training/`:
 
@@ -28,11 +19,8 @@ and the initial weights (`train(initial_weights=...)`: a function of the model, 
 loaded model whose weights are copied); `runners.runner.Job` picks them for our jobs.
 
 After each loop the host logs progress, writes summaries, evaluates (and exports the
-best model), then checkpoints. A loop also ends early to report, so a progress line
-comes soon and often however long `steps_per_loop` is (one worker; several run their
-loops whole), and the step is traced before the first loop, where a stop request ends
-the run at once (`run_phase`). Exact resume, stop requests (SIGINT, SIGTERM) and timed
-checkpoints are `run_checkpoints`'; the NaN guard (`NonFiniteLossError`) is `step`'s.
+best model), then checkpoints; when a loop ends early to report and what a stop request
+does in each phase is `run_phase`'s.
 
 Example:
 
@@ -61,12 +49,10 @@ result = trainer.train(
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import sys
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -75,9 +61,14 @@ import tensorflow as tf
 
 from keras_bert_zoo.training import distribute, run_phase
 from keras_bert_zoo.training.evaluation import Evaluation
+from keras_bert_zoo.training.initial_weights import (
+    InitialWeights,
+    apply_initial_weights,
+    initial_weights_argument,
+)
 from keras_bert_zoo.training.reporting import PROGRESS_MODES, Reporter, TrainingResult
 from keras_bert_zoo.training.run_checkpoints import INPUT_STATES, RunCheckpoints
-from keras_bert_zoo.training.run_phase import RunPhase
+from keras_bert_zoo.training.run_phase import Run, RunPhase
 from keras_bert_zoo.training.step import (
     LOOP_SIGNATURE,
     NonFiniteLossError,
@@ -91,7 +82,7 @@ from keras_bert_zoo.training.step import (
     sequences_per_step,
 )
 from keras_bert_zoo.utils import interrupts
-from keras_bert_zoo.utils.deprecation import REMOVAL, moved_names
+from keras_bert_zoo.utils.deprecation import moved_names
 from keras_bert_zoo.utils.errors import UserError
 from keras_bert_zoo.utils.stages import stage
 
@@ -110,19 +101,6 @@ __all__ = [
 _REPORTING = ("write_scalar", "write_text", "BAR_WIDTH")
 __getattr__ = moved_names(__name__, ["keras_bert_zoo.training.reporting"], only=_REPORTING)
 
-InitialWeights = Callable[[keras.Model], Any] | keras.Model
-
-
-@dataclasses.dataclass
-class _Run:
-    """The parts of one `Trainer.train` call and the step it reached."""
-
-    num_steps: int
-    step: int
-    checkpoints: RunCheckpoints
-    evaluation: Evaluation
-    reporter: Reporter
-
 
 def _check_train_arguments(num_steps, input_state, eval_fn, best_metric):
     if input_state not in INPUT_STATES:
@@ -136,20 +114,6 @@ def _check_train_arguments(num_steps, input_state, eval_fn, best_metric):
 def _check_at_least(name: str, value, lowest):
     if value < lowest:
         raise UserError(f"{name} must be >= {lowest}, got {value}")
-
-
-def _initial_weights(initial_weights, init_checkpoint):
-    """`initial_weights`, or the deprecated `init_checkpoint` keyword's function."""
-    if init_checkpoint is None:
-        return initial_weights
-    message = "Trainer.train(init_checkpoint=) is Trainer.train(initial_weights=)"
-    warnings.warn(f"{message}; the old keyword goes in {REMOVAL}", DeprecationWarning, 3)
-    if isinstance(init_checkpoint, str | os.PathLike):  # reading checkpoints is the job's
-        raise TypeError(
-            f"{message}: a function, e.g. lambda model: "
-            f"keras_bert_zoo.checkpoints.load_weights(model, {os.fspath(init_checkpoint)!r})"
-        )
-    return init_checkpoint
 
 
 class Trainer:
@@ -251,14 +215,6 @@ class Trainer:
         self._train_loop = None
         self._iterator = None
 
-    def _initialize(self, initial_weights: InitialWeights):
-        with self.strategy.scope():
-            if isinstance(initial_weights, keras.Model):
-                self.model.set_weights(initial_weights.get_weights())
-                logger.info("Initialized from the weights of %s", initial_weights.name)
-            else:
-                initial_weights(self.model)
-
     # === The loop ===
 
     def train(
@@ -314,7 +270,7 @@ class Trainer:
             NonFiniteLossError: a NaN or Inf loss; the message names the step.
             utils.interrupts.Interrupted: a SIGINT or SIGTERM stopped the run (saved).
         """
-        initial_weights = _initial_weights(initial_weights, init_checkpoint)
+        initial_weights = initial_weights_argument(initial_weights, init_checkpoint)
         _check_train_arguments(num_steps, input_state, eval_fn, best_metric)
         # A restore fills existing variables (metrics, optimizer slots): build them first,
         # from a first pipeline's element spec.
@@ -345,7 +301,7 @@ class Trainer:
             where = run_checkpoints.directory
             logger.info("Starting at step 0 of %d (no checkpoint in %s)", num_steps, where)
             if initial_weights is not None:
-                self._initialize(initial_weights)
+                apply_initial_weights(self.model, self.strategy, initial_weights)
         else:
             logger.info("Resuming at step %d of %d", restored_step, num_steps)
         if input_state == "skip":
@@ -363,7 +319,7 @@ class Trainer:
         )
         self._train_loop = self._step.make_loop(lambda _: next(self._iterator))
         step = int(self.global_step.numpy())
-        run = _Run(
+        run = Run(
             num_steps=num_steps,
             step=step,
             checkpoints=run_checkpoints,
@@ -386,7 +342,7 @@ class Trainer:
         run.reporter.end()
         return run.reporter.result(run.step, restored_step, evaluation)
 
-    def _run(self, run: _Run):
+    def _run(self, run: Run):
         """The loops of `run`, between stop requests' handlers."""
         run.reporter.begin()
         run.checkpoints.begin()
@@ -422,7 +378,7 @@ class Trainer:
             requests.__exit__(None, None, None)
             run.reporter.flush(evaluations=True)
 
-    def _trace(self, run: _Run, requests: interrupts.StopRequests):
+    def _trace(self, run: Run, requests: interrupts.StopRequests):
         """Traces the loop before its first call, where a stop request abandons the
         tracing (no step has run) instead of waiting for it and the compilation."""
         self._phase.doing = run_phase.TRACING
@@ -435,15 +391,11 @@ class Trainer:
         # before its first step, which a stop request then skips.
         self._phase.doing = run_phase.FIRST_STEP
 
-    def _loop_steps(self, run: _Run) -> int:
-        # A loop stops at the next checkpoint or evaluation: both happen between loops.
-        loop_steps = min(self.steps_per_loop, run.num_steps - run.step)
-        for every in (self.checkpoint_every, run.evaluation.every):
-            if every:
-                loop_steps = min(loop_steps, every - run.step % every)
-        return loop_steps
+    def _loop_steps(self, run: Run) -> int:
+        every = (self.checkpoint_every, run.evaluation.every)
+        return run_phase.loop_steps(run.step, run.num_steps, self.steps_per_loop, every)
 
-    def _run_loop(self, run: _Run):
+    def _run_loop(self, run: Run):
         """Runs one loop of steps, checks it and reports it (nothing when a stop request
         ended it before its first step)."""
         loop_start = time.time()
@@ -474,7 +426,7 @@ class Trainer:
         run.step += len(losses)
         run.reporter.record(run.step, losses, norms, rates, seconds)
 
-    def _evaluate(self, run: _Run):
+    def _evaluate(self, run: Run):
         run.reporter.end_bar_line()
         doing, self._phase.doing = self._phase.doing, run_phase.EVALUATING
         try:
@@ -482,11 +434,11 @@ class Trainer:
         finally:
             self._phase.doing = doing
 
-    def _save(self, run: _Run):
+    def _save(self, run: Run):
         run.reporter.end_bar_line()
         run.checkpoints.save(run.step, self._iterator)
 
-    def _stop(self, run: _Run, signal_number: int | None):
+    def _stop(self, run: Run, signal_number: int | None):
         """Saves the step reached (unless saved already) and raises `Interrupted`."""
         run.reporter.end_bar_line()
         run.checkpoints.stop(
