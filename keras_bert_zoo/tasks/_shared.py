@@ -27,6 +27,30 @@ def find_split_file(data_dir: str, candidates: Sequence[str], split: str) -> str
     raise FileNotFoundError(f"No {split} file in {data_dir}: looked for {', '.join(candidates)}")
 
 
+def split_file_path(task, split: str, files: str) -> str:
+    """The file of `split` in `task.data_dir`: the first of `task.split_files[split]`
+    that exists (`find_split_file`).
+
+    Args:
+        task: a task that reads its splits from files: `task_name`, `data_dir` and
+            `split_files` (split -> candidate file names).
+        split: the split's name.
+        files: what the task's files are (`"column files"`), for the message when
+            there is no `data_dir`.
+
+    Raises:
+        UserError: no `data_dir`, or a split that has no files.
+        FileNotFoundError: none of the split's files exists.
+    """
+    if task.data_dir is None:
+        raise UserError(f"{task.task_name}: data_dir with the {files} is required")
+    if split not in task.split_files:
+        raise UserError(
+            f"{task.task_name}: unknown split {split!r}; splits: {sorted(task.split_files)}"
+        )
+    return find_split_file(task.data_dir, task.split_files[split], split)
+
+
 def prepared_tfds_builder(
     name: str, data_dir: str | None, not_prepared: Callable[..., str] | None = None
 ):

@@ -47,7 +47,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_bert_zoo.tasks._shared import features_in_batches, find_split_file, named_texts
+from keras_bert_zoo.tasks._shared import features_in_batches, named_texts, split_file_path
 from keras_bert_zoo.tasks.distillation import SOFT_CLASSES, SoftTargetKind
 from keras_bert_zoo.tasks.multiple_choice.preprocessor import MultipleChoicePreprocessor
 from keras_bert_zoo.tasks.multiple_choice.reader import MultipleChoiceExample, read_choice_jsonl
@@ -102,13 +102,7 @@ class MultipleChoiceTask(Task):
     # === Data ===
 
     def split_path(self, split: str) -> str:
-        if self.data_dir is None:
-            raise UserError(f"{self.task_name}: data_dir with the data files is required")
-        if split not in self.split_files:
-            raise UserError(
-                f"{self.task_name}: unknown split {split!r}; splits: {sorted(self.split_files)}"
-            )
-        return find_split_file(self.data_dir, self.split_files[split], split)
+        return split_file_path(self, split, "data files")
 
     @property
     def num_choices(self) -> int:

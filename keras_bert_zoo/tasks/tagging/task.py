@@ -42,7 +42,7 @@ from collections.abc import Sequence
 import keras
 import tensorflow as tf
 
-from keras_bert_zoo.tasks._shared import find_split_file
+from keras_bert_zoo.tasks._shared import split_file_path
 from keras_bert_zoo.tasks.distillation import (
     SOFT_TOKEN_CLASSES,
     TRANSFER_EXAMPLE_ID,
@@ -140,13 +140,7 @@ class TokenClassificationTask(Task):
         }
 
     def split_path(self, split: str) -> str:
-        if self.data_dir is None:
-            raise UserError(f"{self.task_name}: data_dir with the column files is required")
-        if split not in self.split_files:
-            raise UserError(
-                f"{self.task_name}: unknown split {split!r}; splits: {sorted(self.split_files)}"
-            )
-        return find_split_file(self.data_dir, self.split_files[split], split)
+        return split_file_path(self, split, "column files")
 
     def _read_file(self, split: str, known_tags, known_tags_source: str) -> list[TaggedSentence]:
         return read_column_file(
