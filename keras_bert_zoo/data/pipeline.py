@@ -87,6 +87,20 @@ def _with_options(dataset: tf.data.Dataset, deterministic: bool | None) -> tf.da
     return dataset.with_options(options)
 
 
+def file_names(
+    files: list[str], mode: str, num_shards: int, index: int, *, shuffle: bool, seed: int | None
+) -> tf.data.Dataset:
+    """The names of the files this input pipeline reads: its share of ``files`` when
+    ``shard_info`` shards files (``mode``, ``num_shards``, ``index``: its answer), in a
+    new seeded order each epoch when ``shuffle``."""
+    file_ds = tf.data.Dataset.from_tensor_slices(files)
+    if mode == "files":
+        file_ds = file_ds.shard(num_shards, index)
+    if shuffle:
+        file_ds = file_ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    return file_ds
+
+
 def _file_source(
     files: list[str],
     reader: Callable[[tf.Tensor], tf.data.Dataset],
@@ -100,11 +114,7 @@ def _file_source(
     deterministic: bool | None,
 ) -> tf.data.Dataset:
     mode, n, i = shard_info(len(files), input_context)
-    file_ds = tf.data.Dataset.from_tensor_slices(files)
-    if mode == "files":
-        file_ds = file_ds.shard(n, i)
-    if shuffle_files:
-        file_ds = file_ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    file_ds = file_names(files, mode, n, i, shuffle=shuffle_files, seed=seed)
 
     if mode == "records":
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from keras_bert_zoo.data import pipeline
-from keras_bert_zoo.data.pretraining import parse_pretraining_examples, split_pretraining_features
+from keras_bert_zoo.data.pretraining import pretraining_dataset, split_pretraining_features
 from keras_bert_zoo.pretraining import instances
 from keras_bert_zoo.text.masking import PretrainingMasker
 
@@ -173,11 +173,9 @@ def dynamic_pretraining_dataset(
     )
     base_seed = tf.constant([seed, shard_index], tf.int64)
 
-    file_ds = tf.data.Dataset.from_tensor_slices(files)
-    if mode == "files":
-        file_ds = file_ds.shard(num_shards, shard_index)
-    if shuffle_files:
-        file_ds = file_ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    file_ds = pipeline.file_names(
+        files, mode, num_shards, shard_index, shuffle=shuffle_files, seed=seed
+    )
     if repeat is True:
         file_ds = file_ds.repeat()
     elif repeat:
@@ -260,19 +258,21 @@ def remasked_pretraining_dataset(
 
     Args: as ``dynamic_pretraining_dataset``; ``shuffle`` shuffles files and records.
     """
-    records = pipeline.tfrecord_dataset(
+    # The static records' own reader: files, shuffle, repeat, batches, parsed.
+    batches = pretraining_dataset(
         file_patterns,
+        batch_size,
+        max_seq_length=max_seq_length,
+        max_predictions_per_seq=max_predictions_per_seq,
         input_context=input_context,
         shuffle=shuffle,
+        # 0, not None: `pretraining_dataset` would take None for its default buffer.
+        shuffle_buffer=shuffle_buffer or 0,
         seed=seed,
         compression_type=compression_type,
+        repeat=repeat,
+        drop_remainder=drop_remainder,
     )
-    if shuffle and shuffle_buffer:
-        records = records.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    if repeat is True:
-        records = records.repeat()
-    elif repeat:
-        records = records.repeat(int(repeat))
     masker = PretrainingMasker(
         vocabulary,
         max_predictions_per_seq=max_predictions_per_seq,
@@ -283,8 +283,7 @@ def remasked_pretraining_dataset(
     base_seed = tf.constant([seed, shard], tf.int64)
 
     @tf.autograph.experimental.do_not_convert
-    def remask(index, serialized, iteration_seed):
-        parsed = parse_pretraining_examples(serialized, max_seq_length, max_predictions_per_seq)
+    def remask(index, parsed, iteration_seed):
         ids = parsed["input_word_ids"]
         # Put the original ids back where the record masked them.
         rows = tf.broadcast_to(
@@ -313,8 +312,7 @@ def remasked_pretraining_dataset(
             max_predictions_per_seq,
         )
 
-    batches = records.batch(batch_size, drop_remainder=drop_remainder).enumerate()
-    batches = _with_iteration_seeds(batches, seed)
+    batches = _with_iteration_seeds(batches.enumerate(), seed)
     batches = batches.map(remask, num_parallel_calls=AUTOTUNE, deterministic=True)
     return _finish(
         batches, batch_size, drop_remainder, split_labels, max_seq_length, max_predictions_per_seq
