@@ -90,6 +90,15 @@ std::string ShapeString(const tensorflow::TensorShapeProto& shape) {
   return out.str();
 }
 
+// One value a line, each converted to `Printed` (what `format` expects) first.
+template <typename T, typename Printed>
+void PrintValues(const tensorflow::Tensor& tensor, const char* format) {
+  auto values = tensor.flat<T>();
+  for (int64_t i = 0; i < values.size(); ++i) {
+    std::printf(format, static_cast<Printed>(values(i)));
+  }
+}
+
 void PrintTensor(const std::string& key, const tensorflow::Tensor& tensor) {
   std::printf("output %s %s %d", key.c_str(), tensorflow::DataTypeString(tensor.dtype()).c_str(),
               tensor.dims());
@@ -106,31 +115,21 @@ void PrintTensor(const std::string& key, const tensorflow::Tensor& tensor) {
       }
       break;
     }
-    case tensorflow::DT_FLOAT: {
-      auto values = tensor.flat<float>();
-      for (int64_t i = 0; i < n; ++i) std::printf("%.9g\n", values(i));
+    case tensorflow::DT_FLOAT:
+      PrintValues<float, double>(tensor, "%.9g\n");
       break;
-    }
-    case tensorflow::DT_DOUBLE: {
-      auto values = tensor.flat<double>();
-      for (int64_t i = 0; i < n; ++i) std::printf("%.17g\n", values(i));
+    case tensorflow::DT_DOUBLE:
+      PrintValues<double, double>(tensor, "%.17g\n");
       break;
-    }
-    case tensorflow::DT_INT32: {
-      auto values = tensor.flat<int32_t>();
-      for (int64_t i = 0; i < n; ++i) std::printf("%d\n", values(i));
+    case tensorflow::DT_INT32:
+      PrintValues<int32_t, int>(tensor, "%d\n");
       break;
-    }
-    case tensorflow::DT_INT64: {
-      auto values = tensor.flat<int64_t>();
-      for (int64_t i = 0; i < n; ++i) std::printf("%lld\n", static_cast<long long>(values(i)));
+    case tensorflow::DT_INT64:
+      PrintValues<int64_t, long long>(tensor, "%lld\n");
       break;
-    }
-    case tensorflow::DT_BOOL: {
-      auto values = tensor.flat<bool>();
-      for (int64_t i = 0; i < n; ++i) std::printf("%d\n", values(i) ? 1 : 0);
+    case tensorflow::DT_BOOL:
+      PrintValues<bool, int>(tensor, "%d\n");
       break;
-    }
     default:
       std::printf("unsupported\n");
   }
