@@ -17,6 +17,7 @@ class _EncoderOutputClassifier(EncoderHeadModel):
     """
 
     encoder_output: ClassVar[str]
+    head_arguments = ("num_classes", "dropout", "initializer_range")
 
     def __init__(self, encoder, num_classes, dropout=0.1, initializer_range=None, **kwargs):
         initializer_range = self._initializer_range(encoder, initializer_range)
@@ -41,13 +42,6 @@ class _EncoderOutputClassifier(EncoderHeadModel):
         self.num_classes = num_classes
         self.dropout = dropout
         self.initializer_range = initializer_range
-
-    def _head_config(self):
-        return {
-            "num_classes": self.num_classes,
-            "dropout": self.dropout,
-            "initializer_range": self.initializer_range,
-        }
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")

@@ -44,16 +44,19 @@ class EncoderHeadModel(keras.Model):
     """Base of the functional models that put heads on a `BertEncoder`.
 
     Subclasses build their graph in `__init__` (keras-hub's functional-subclass
-    pattern), keep the encoder as `self.encoder`, list their own constructor arguments
-    in `_head_config()`, and declare their heads' checkpoint names once in
-    `checkpoint_heads` (with the Hugging Face class the same model is,
-    `huggingface_architecture`).
+    pattern), keep the encoder as `self.encoder`, name their own constructor arguments
+    in `head_arguments` (each kept in the attribute of its name), and declare their
+    heads' checkpoint names once in `checkpoint_heads` (with the Hugging Face class the
+    same model is, `huggingface_architecture`).
 
     Each class also declares what its outputs read of the encoder (false by default):
     the faster passes that may stand in for its plain call read these capabilities,
     never a list of classes, so a new model opts in by declaring them.
 
     Attributes:
+        head_arguments: the constructor arguments besides `encoder`, each kept in the
+            attribute of the same name: `get_config` saves them (`_head_config`, which
+            a class whose arguments are not attributes overrides).
         outputs_from_head_positions: its outputs are its heads applied to the pooled
             output ([CLS]) of `[batch, seq_len]` inputs, one example a row, and, with
             `reads_masked_lm_positions`, to the last block's outputs at
@@ -68,6 +71,7 @@ class EncoderHeadModel(keras.Model):
             positions reach no output.
     """
 
+    head_arguments: ClassVar[tuple[str, ...]] = ()
     checkpoint_heads: ClassVar[tuple[HeadCheckpointNames, ...]] = ()
     huggingface_architecture: ClassVar[str] = "BertModel"
     outputs_from_head_positions: ClassVar[bool] = False
@@ -80,7 +84,7 @@ class EncoderHeadModel(keras.Model):
         return encoder.initializer_range if initializer_range is None else initializer_range
 
     def _head_config(self):
-        raise NotImplementedError
+        return {name: getattr(self, name) for name in self.head_arguments}
 
     def outputs_at_head_positions(self, pooled_output, masked_lm_outputs=None, training=None):
         """What `self(x)` returns, from the encoder outputs its heads read (for a class

@@ -59,6 +59,7 @@ class BertMultipleChoice(EncoderHeadModel):
     # No google-research/bert release: run_classifier.py's names. BertForMultipleChoice.
     checkpoint_heads = (HeadCheckpointNames("choice_head", OUTPUT_DENSE, "", "classifier"),)
     huggingface_architecture = "BertForMultipleChoice"
+    head_arguments = ("num_choices", "dropout", "initializer_range")
     # The head reads each choice's pooled output. Its rows are `[batch, choices,
     # seq_len]`, so the training passes that take `[batch, seq_len]` rows do not apply.
     supports_padding_free_inference = True
@@ -87,10 +88,3 @@ class BertMultipleChoice(EncoderHeadModel):
         self.num_choices = num_choices
         self.dropout = dropout
         self.initializer_range = initializer_range
-
-    def _head_config(self):
-        return {
-            "num_choices": self.num_choices,
-            "dropout": self.dropout,
-            "initializer_range": self.initializer_range,
-        }

@@ -71,6 +71,7 @@ class BertPretrainer(EncoderHeadModel):
         ),
     )
     huggingface_architecture = "BertForPreTraining"
+    head_arguments = ("initializer_range",)
     # The heads read the pooled output and the last block at the masked positions.
     # Served on the padded graph: padding-free serving was measured on the models that
     # read [CLS] alone.
@@ -130,9 +131,6 @@ class BertPretrainer(EncoderHeadModel):
             "masked_lm_logits": self.masked_lm_head.gathered_logits(masked_lm_outputs),
             "next_sentence_logits": self.next_sentence_head(pooled_output, training=training),
         }
-
-    def _head_config(self):
-        return {"initializer_range": self.initializer_range}
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         if self.loss is not None:

@@ -96,6 +96,7 @@ class BertSentenceEmbedder(EncoderHeadModel):
     # Masked pooling: the padded positions reach no output, so an export may run the
     # encoder on the real tokens alone (its zeros at padding are never read).
     supports_padding_free_inference = True
+    head_arguments = ("pooling", "embedding_dim", "normalize", "initializer_range")
 
     def __init__(
         self,
@@ -161,14 +162,6 @@ class BertSentenceEmbedder(EncoderHeadModel):
             vectors = self.normalization(vectors)
         return vectors
 
-    def _head_config(self):
-        return {
-            "pooling": self.pooling,
-            "embedding_dim": self.embedding_dim,
-            "normalize": self.normalize,
-            "initializer_range": self.initializer_range,
-        }
-
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
 class BertTextGroupEmbedder(EncoderHeadModel):
@@ -210,6 +203,9 @@ class BertTextGroupEmbedder(EncoderHeadModel):
     ```
     """
 
+    # The embedder's own: it is built from them.
+    head_arguments = BertSentenceEmbedder.head_arguments
+
     def __init__(
         self,
         encoder,
@@ -249,6 +245,3 @@ class BertTextGroupEmbedder(EncoderHeadModel):
     def output_dim(self) -> int:
         """The width of the vectors."""
         return self.embedder.output_dim
-
-    def _head_config(self):
-        return self.embedder._head_config()  # noqa: SLF001

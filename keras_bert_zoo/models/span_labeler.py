@@ -38,6 +38,7 @@ class BertSpanLabeler(EncoderHeadModel):
     # run_squad.py's names; BertForQuestionAnswering.
     checkpoint_heads = (HeadCheckpointNames("span_head", OUTPUT_DENSE, "cls/squad/", "qa_outputs"),)
     huggingface_architecture = "BertForQuestionAnswering"
+    head_arguments = ("initializer_range",)
 
     def __init__(self, encoder, initializer_range=None, **kwargs):
         initializer_range = self._initializer_range(encoder, initializer_range)
@@ -58,6 +59,3 @@ class BertSpanLabeler(EncoderHeadModel):
 
         # === Config ===
         self.initializer_range = initializer_range
-
-    def _head_config(self):
-        return {"initializer_range": self.initializer_range}
