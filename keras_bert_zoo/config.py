@@ -123,11 +123,17 @@ class BertConfig:
 
     # --- Encoder constructor arguments -------------------------------------------------
 
+    @classmethod
+    def encoder_argument_names(cls) -> tuple[str, ...]:
+        """The fields that are `keras_bert_zoo.models.BertEncoder`'s constructor
+        arguments, and its attributes of the same names: all but `pad_token_id`."""
+        return tuple(
+            field.name for field in dataclasses.fields(cls) if field.name != "pad_token_id"
+        )
+
     def encoder_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for `keras_bert_zoo.models.BertEncoder`."""
-        kwargs = dataclasses.asdict(self)
-        kwargs.pop("pad_token_id")
-        return kwargs
+        return {name: getattr(self, name) for name in self.encoder_argument_names()}
 
     def replace(self, **changes) -> BertConfig:
         return dataclasses.replace(self, **changes)

@@ -263,20 +263,10 @@ class BertEncoder(keras.Model):
 
     @property
     def bert_config(self) -> BertConfig:
-        return BertConfig(
-            vocab_size=self.vocab_size,
-            hidden_size=self.hidden_size,
-            num_layers=self.num_layers,
-            num_heads=self.num_heads,
-            intermediate_size=self.intermediate_size,
-            hidden_act=self.hidden_act,
-            hidden_dropout=self.hidden_dropout,
-            attention_dropout=self.attention_dropout,
-            max_position_embeddings=self.max_position_embeddings,
-            type_vocab_size=self.type_vocab_size,
-            initializer_range=self.initializer_range,
-            layer_norm_epsilon=self.layer_norm_epsilon,
-        )
+        """The `BertConfig` this encoder was built from (`pad_token_id`, not an encoder
+        argument, at its default)."""
+        names = BertConfig.encoder_argument_names()
+        return BertConfig(**{name: getattr(self, name) for name in names})
 
     @classmethod
     def from_bert_config(cls, config: BertConfig, **kwargs):
