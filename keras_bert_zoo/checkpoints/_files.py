@@ -7,13 +7,16 @@ import shutil
 
 import numpy as np
 
+from keras_bert_zoo.checkpoints.naming import CheckpointError
+
 
 class TensorSource:
     """Read-only view of the tensors of one checkpoint, by name.
 
     Subclasses fill `self._shapes` (name -> shape) and `self._files` (name -> file),
-    and implement `_read`. `skipped` lists names present in the files but deliberately
-    not offered (optimizer slots, buffers, tied duplicates), for logging.
+    and implement `read` (raising `_unreadable(...)` where the file fails). `skipped`
+    lists names present in the files but deliberately not offered (optimizer slots,
+    buffers, tied duplicates), for logging.
     """
 
     def __init__(self):
@@ -40,6 +43,15 @@ class TensorSource:
 
     def read(self, name) -> np.ndarray:
         raise NotImplementedError
+
+    def _unreadable(self, name, error: Exception, cause: str = "") -> CheckpointError:
+        """The error for tensor `name`, which its file failed to give with `error`:
+        one message for every format (`cause`: the likely reason, when known)."""
+        cause = f" ({cause})" if cause else ""
+        return CheckpointError(
+            f"{self._files[name]}: cannot read tensor {self.display_name(name)!r}{cause}: "
+            f"{type(error).__name__}: {error}"
+        )
 
 
 def copy_vocab(vocab_file, directory) -> None:

@@ -153,10 +153,7 @@ class GoogleTensorSource(TensorSource):
         try:
             return np.asarray(self._reader.get_tensor(name))
         except Exception as error:
-            raise CheckpointError(
-                f"{self._files[name]}: cannot read tensor {name!r} (corrupted or truncated "
-                f"checkpoint data): {type(error).__name__}: {error}"
-            ) from error
+            raise self._unreadable(name, error, "corrupted or truncated checkpoint data") from error
 
 
 def write_checkpoint(

@@ -262,9 +262,7 @@ class HuggingFaceTensorSource(TensorSource):
                 return _read_bfloat16(path, original)
             raise
         except Exception as error:
-            raise CheckpointError(
-                f"{path}: cannot read tensor {original!r}: {type(error).__name__}: {error}"
-            ) from error
+            raise self._unreadable(name, error) from error
 
 
 def write_checkpoint(
