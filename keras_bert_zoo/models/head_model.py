@@ -71,7 +71,7 @@ class EncoderHeadModel(keras.Model):
             positions reach no output.
     """
 
-    head_arguments: ClassVar[tuple[str, ...]] = ()
+    head_arguments: ClassVar[tuple[str, ...] | None] = None
     checkpoint_heads: ClassVar[tuple[HeadCheckpointNames, ...]] = ()
     huggingface_architecture: ClassVar[str] = "BertModel"
     outputs_from_head_positions: ClassVar[bool] = False
@@ -84,6 +84,10 @@ class EncoderHeadModel(keras.Model):
         return encoder.initializer_range if initializer_range is None else initializer_range
 
     def _head_config(self):
+        if self.head_arguments is None:
+            raise NotImplementedError(
+                f"{type(self).__name__} declares no head_arguments (nor a _head_config)"
+            )
         return {name: getattr(self, name) for name in self.head_arguments}
 
     def outputs_at_head_positions(self, pooled_output, masked_lm_outputs=None, training=None):
