@@ -75,8 +75,10 @@ def _finish(dataset, batch_size, drop_remainder, split_labels, max_seq_length, m
     return dataset.map(finish).prefetch(AUTOTUNE)
 
 
-def _with_iteration_seeds(dataset, seed):
-    """Appends a seeded random int64 to each element, new for every iteration.
+def _with_element_seeds(dataset, seed, shard):
+    """``(index, element)`` pairs -> ``(element, element_seed)``: a stateless seed
+    ``[2]`` of the seed, the input shard, the index and a seeded random int64 that
+    is new for every iteration.
 
     ``Dataset.random(rerandomize_each_iteration=True)`` draws a different sequence for
     each pass (each iterator) over the dataset, the same sequence of sequences for
@@ -84,8 +86,25 @@ def _with_iteration_seeds(dataset, seed):
     a finite dataset (Keras ``fit`` without ``steps_per_epoch``), and a new process
     with the same seed sees the same batches.
     """
+    base_seed = tf.constant([seed, shard], tf.int64)
+    fold_in = tf.random.experimental.stateless_fold_in
+
+    def element_seed(indexed, iteration_seed):
+        index, element = indexed
+        return element, fold_in(fold_in(base_seed, index), iteration_seed)
+
     randoms = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
-    return tf.data.Dataset.zip(dataset, randoms).map(lambda element, r: (*element, r))
+    return tf.data.Dataset.zip(dataset, randoms).map(element_seed)
+
+
+def _masker(vocabulary, max_predictions_per_seq, masked_lm_prob, do_whole_word_mask):
+    """The ``PretrainingMasker`` of create_pretraining_data.py's masking arguments."""
+    return PretrainingMasker(
+        vocabulary,
+        max_predictions_per_seq=max_predictions_per_seq,
+        masked_lm_prob=masked_lm_prob,
+        whole_word_mask=do_whole_word_mask,
+    )
 
 
 def text_blocks(path, lines_per_block: int, max_document_lines: int) -> tf.data.Dataset:
@@ -165,13 +184,7 @@ def dynamic_pretraining_dataset(
     files = pipeline.list_files(file_patterns)
     mode, num_shards, shard_index = pipeline.shard_info(len(files), input_context)
     tokenizer = _tokenizer(vocabulary, do_lower_case)
-    masker = PretrainingMasker(
-        vocabulary,
-        max_predictions_per_seq=max_predictions_per_seq,
-        masked_lm_prob=masked_lm_prob,
-        whole_word_mask=do_whole_word_mask,
-    )
-    base_seed = tf.constant([seed, shard_index], tf.int64)
+    masker = _masker(vocabulary, max_predictions_per_seq, masked_lm_prob, do_whole_word_mask)
 
     file_ds = pipeline.file_names(
         files, mode, num_shards, shard_index, shuffle=shuffle_files, seed=seed
@@ -190,10 +203,10 @@ def dynamic_pretraining_dataset(
     blocks = blocks.enumerate()
     if mode == "records":
         blocks = blocks.filter(lambda index, _: tf.equal(index % num_shards, shard_index))
-    blocks = _with_iteration_seeds(blocks, seed)
+    blocks = _with_element_seeds(blocks, seed, shard_index)
 
     @tf.autograph.experimental.do_not_convert  # plain TF ops; conversion only costs tracing time
-    def make(index, lines, iteration_seed):
+    def make(lines, block_seed):
         is_text = tf.not_equal(lines, "")
         document_of_line = tf.cumsum(tf.cast(~is_text, tf.int64))
         text = tf.boolean_mask(lines, is_text)
@@ -213,9 +226,6 @@ def dynamic_pretraining_dataset(
         rows = tf.cumsum(tf.cast(starts, tf.int64)) - 1
         documents = tf.RaggedTensor.from_value_rowids(
             ids, rows, nrows=tf.reduce_sum(tf.cast(starts, tf.int64))
-        )
-        block_seed = tf.random.experimental.stateless_fold_in(
-            tf.random.experimental.stateless_fold_in(base_seed, index), iteration_seed
         )
         return instances.create_pretraining_instances(
             documents, block_seed, masker, max_seq_length, short_seq_prob
@@ -273,17 +283,10 @@ def remasked_pretraining_dataset(
         repeat=repeat,
         drop_remainder=drop_remainder,
     )
-    masker = PretrainingMasker(
-        vocabulary,
-        max_predictions_per_seq=max_predictions_per_seq,
-        masked_lm_prob=masked_lm_prob,
-        whole_word_mask=do_whole_word_mask,
-    )
-    shard = input_context.input_pipeline_id if input_context is not None else 0
-    base_seed = tf.constant([seed, shard], tf.int64)
+    masker = _masker(vocabulary, max_predictions_per_seq, masked_lm_prob, do_whole_word_mask)
 
     @tf.autograph.experimental.do_not_convert
-    def remask(index, parsed, iteration_seed):
+    def remask(parsed, batch_seed):
         ids = parsed["input_word_ids"]
         # Put the original ids back where the record masked them.
         rows = tf.broadcast_to(
@@ -298,9 +301,6 @@ def remasked_pretraining_dataset(
         lengths = tf.reduce_sum(parsed["input_mask"], axis=1)
         ragged = tf.RaggedTensor.from_tensor(ids, lengths=lengths)
         segments = tf.RaggedTensor.from_tensor(parsed["input_type_ids"], lengths=lengths)
-        batch_seed = tf.random.experimental.stateless_fold_in(
-            tf.random.experimental.stateless_fold_in(base_seed, index), iteration_seed
-        )
         masked, positions, labels = masker(ragged, batch_seed)
         return instances.pad_instances(
             masked,
@@ -312,7 +312,8 @@ def remasked_pretraining_dataset(
             max_predictions_per_seq,
         )
 
-    batches = _with_iteration_seeds(batches.enumerate(), seed)
+    shard = input_context.input_pipeline_id if input_context is not None else 0
+    batches = _with_element_seeds(batches.enumerate(), seed, shard)
     batches = batches.map(remask, num_parallel_calls=AUTOTUNE, deterministic=True)
     return _finish(
         batches, batch_size, drop_remainder, split_labels, max_seq_length, max_predictions_per_seq
