@@ -114,8 +114,50 @@ def matches_any(variable, patterns: Sequence[str] | None) -> bool:
 # === Optimizers ===
 
 
+class _BertOptimizer:
+    """What `AdamW` and `Lamb` share: BERT's defaults for the moment arguments and
+    weight decay, and the variables spared the decay by their path.
+
+    Put before the Keras optimizer in the bases. `Lamb` adds the decay inside its own
+    update, so Keras' decoupled decay is left off there (`decoupled_weight_decay`);
+    the rate is `weight_decay_rate` either way.
+    """
+
+    default_name = None
+    decoupled_weight_decay = True
+
+    def __init__(
+        self,
+        learning_rate=0.001,
+        weight_decay=0.01,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-6,
+        weight_decay_exclusions=DEFAULT_WEIGHT_DECAY_EXCLUSIONS,
+        name=None,
+        **kwargs,
+    ):
+        super().__init__(
+            learning_rate=learning_rate,
+            weight_decay=weight_decay if self.decoupled_weight_decay else None,
+            beta_1=beta_1,
+            beta_2=beta_2,
+            epsilon=epsilon,
+            name=name or self.default_name,
+            **kwargs,
+        )
+        self.weight_decay_rate = float(weight_decay or 0.0)
+        self.weight_decay_exclusions = tuple(weight_decay_exclusions or ())
+        _compile_patterns(self.weight_decay_exclusions)
+
+    def get_config(self):
+        config = super().get_config()
+        config["weight_decay_exclusions"] = list(self.weight_decay_exclusions)
+        return config
+
+
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
-class AdamW(keras.optimizers.AdamW):
+class AdamW(_BertOptimizer, keras.optimizers.AdamW):
     """Keras' AdamW, excluding variables from weight decay by their path.
 
     Args:
@@ -135,28 +177,7 @@ class AdamW(keras.optimizers.AdamW):
     ```
     """
 
-    def __init__(
-        self,
-        learning_rate=0.001,
-        weight_decay=0.01,
-        beta_1=0.9,
-        beta_2=0.999,
-        epsilon=1e-6,
-        weight_decay_exclusions=DEFAULT_WEIGHT_DECAY_EXCLUSIONS,
-        name="adamw",
-        **kwargs,
-    ):
-        super().__init__(
-            learning_rate=learning_rate,
-            weight_decay=weight_decay,
-            beta_1=beta_1,
-            beta_2=beta_2,
-            epsilon=epsilon,
-            name=name,
-            **kwargs,
-        )
-        self.weight_decay_exclusions = tuple(weight_decay_exclusions or ())
-        _compile_patterns(self.weight_decay_exclusions)
+    default_name = "adamw"
 
     def build(self, var_list):
         if self.built:
@@ -207,14 +228,9 @@ class AdamW(keras.optimizers.AdamW):
             use_locking=False,
         )
 
-    def get_config(self):
-        config = super().get_config()
-        config["weight_decay_exclusions"] = list(self.weight_decay_exclusions)
-        return config
-
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
-class Lamb(keras.optimizers.Lamb):
+class Lamb(_BertOptimizer, keras.optimizers.Lamb):
     """LAMB as BERT uses it (You et al., 2019; TF Addons / Model Garden `LAMB`).
 
     For each variable `w` with gradient `g` at step `t`:
@@ -247,35 +263,16 @@ class Lamb(keras.optimizers.Lamb):
     ```
     """
 
-    def __init__(
-        self,
-        learning_rate=0.001,
-        weight_decay=0.01,
-        beta_1=0.9,
-        beta_2=0.999,
-        epsilon=1e-6,
-        weight_decay_exclusions=DEFAULT_WEIGHT_DECAY_EXCLUSIONS,
-        layer_adaptation_exclusions=None,
-        name="lamb",
-        **kwargs,
-    ):
-        # Keras' decoupled decay (applied outside the trust ratio) stays off; the decay
-        # is part of the update below.
-        super().__init__(
-            learning_rate=learning_rate,
-            beta_1=beta_1,
-            beta_2=beta_2,
-            epsilon=epsilon,
-            weight_decay=None,
-            name=name,
-            **kwargs,
-        )
-        self.weight_decay_rate = float(weight_decay or 0.0)
-        self.weight_decay_exclusions = tuple(weight_decay_exclusions or ())
+    default_name = "lamb"
+    # Keras' decoupled decay (applied outside the trust ratio) stays off; the decay is
+    # part of the update below.
+    decoupled_weight_decay = False
+
+    def __init__(self, *args, layer_adaptation_exclusions=None, **kwargs):
+        super().__init__(*args, **kwargs)
         self.layer_adaptation_exclusions = (
             None if layer_adaptation_exclusions is None else tuple(layer_adaptation_exclusions)
         )
-        _compile_patterns(self.weight_decay_exclusions)
         _compile_patterns(self.layer_adaptation_exclusions)
 
     def build(self, var_list):
@@ -332,7 +329,6 @@ class Lamb(keras.optimizers.Lamb):
         config.update(
             {
                 "weight_decay": self.weight_decay_rate,
-                "weight_decay_exclusions": list(self.weight_decay_exclusions),
                 "layer_adaptation_exclusions": (
                     None
                     if self.layer_adaptation_exclusions is None
