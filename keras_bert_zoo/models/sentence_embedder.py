@@ -215,7 +215,6 @@ class BertTextGroupEmbedder(EncoderHeadModel):
         initializer_range=None,
         **kwargs,
     ):
-        initializer_range = self._initializer_range(encoder, initializer_range)
         # === Layers ===
         self.encoder = encoder
         self.embedder = BertSentenceEmbedder(
@@ -236,10 +235,9 @@ class BertTextGroupEmbedder(EncoderHeadModel):
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
         # === Config ===
-        self.pooling = pooling
-        self.embedding_dim = embedding_dim
-        self.normalize = normalize
-        self.initializer_range = initializer_range
+        # The embedder's, as it resolved them (`initializer_range` from the encoder's).
+        for name in self.head_arguments:
+            setattr(self, name, getattr(self.embedder, name))
 
     @property
     def output_dim(self) -> int:
