@@ -32,7 +32,7 @@ import sys
 import time
 
 # Progress lines of either version: a step count, or a Keras bar.
-PROGRESS = re.compile(r"\bstep \d+|\d+/\d+ \[|steps/s|seq/s")
+PROGRESS = re.compile(r"\bstep \d+/\d+|\d+/\d+ \[|steps_per_second|steps/s")
 
 
 def timed_lines(command: list[str], cwd: pathlib.Path, env: dict[str, str]) -> dict:
@@ -50,11 +50,12 @@ def timed_lines(command: list[str], cwd: pathlib.Path, env: dict[str, str]) -> d
         tail = "\n".join(text for _, text in lines[-20:])
         raise SystemExit(f"{command[1]} failed with status {code}:\n{tail}")
     times = [at for at, _ in lines]
-    gaps = [later - earlier for earlier, later in zip([0.0, *times], times, strict=True)]
-    progress = [at for at, text in lines if PROGRESS.search(text)]
+    gaps = [later - earlier for earlier, later in zip([0.0, *times[:-1]], times, strict=True)]
+    progress = [(at, text) for at, text in lines if PROGRESS.search(text)]
     return {
         "first_line": round(times[0], 1) if times else None,
-        "first_progress_line": round(progress[0], 1) if progress else None,
+        "first_progress_line": round(progress[0][0], 1) if progress else None,
+        "first_progress_text": progress[0][1][-120:] if progress else None,
         "longest_silence": round(max(gaps), 1) if gaps else None,
         "last_line_to_exit": round(end - times[-1], 1) if times else None,
         "total": round(end, 1),
