@@ -39,6 +39,20 @@ def helpers():
     return _h
 
 
+@pytest.fixture(scope="module")
+def export_tool(load_tool):
+    """tools/export_saved_model.py, loaded as a module."""
+    with load_tool("export_saved_model") as module:
+        yield module
+
+
+@pytest.fixture(scope="module")
+def run_tool(load_tool):
+    """tools/saved_model_run.py, loaded as a module."""
+    with load_tool("saved_model_run") as module:
+        yield module
+
+
 @pytest.fixture(scope="session")
 def minilm_tokenizer():
     return BertTokenizer(os.path.join(demo_model_dir(), "vocab.txt"), lowercase=True)

@@ -103,3 +103,34 @@ def text_inputs(text_fields, texts) -> dict[str, np.ndarray]:
         )
         for column, field in enumerate(text_fields)
     }
+
+
+def save_tiny_classifier(root: pathlib.Path, directory: pathlib.Path, seed: int, lowercase=True):
+    """A two-sentence `text_classification` task over `sentence_fixtures.VOCABULARY`, a
+    tiny classifier with seeded random weights, saved as a fine-tuned directory at
+    `directory` (its data under `root / "data"`). Returns `(task, model, tokenizer)`."""
+    from keras_bert_zoo import tasks
+    from keras_bert_zoo.text import BertTokenizer
+
+    data_dir = root / "data"
+    data_dir.mkdir()
+    rows = ["text\tlabel", "a good film\tpos", "a bad film\tneg"]
+    (data_dir / "train.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    task = tasks.create_task("text_classification", data_dir=str(data_dir), max_seq_length=16)
+    task.read("train")
+    vocabulary = sentence_fixtures.VOCABULARY
+    model = randomize(task.build_model(tiny_encoder(len(vocabulary))), seed)
+    tokenizer = BertTokenizer(vocabulary, lowercase=lowercase)
+    tasks.save_finetuned(str(directory), task, model, tokenizer)
+    return task, model, tokenizer
+
+
+def run_tool_main(tool, *args):
+    """`tool.main` of a loaded tool module with `args` as its command line (the flags
+    are reset afterwards)."""
+    flags = tool.flags.FLAGS
+    try:
+        flags(["tool", *args])
+        tool.main(["tool"])
+    finally:
+        flags.unparse_flags()

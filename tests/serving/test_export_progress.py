@@ -4,25 +4,22 @@ model's answers for the checks, writing, loading back to verify; each long step 
 logs every few seconds while it runs (tests/utils/test_stages.py)."""
 
 import logging
+import pathlib
 
+import child_process
 import pytest
 
-from keras_bert_zoo import serving, tasks
-from keras_bert_zoo.text import BertTokenizer
+from keras_bert_zoo import serving
+
+serving_helpers = child_process.import_by_path(
+    "kbz_tests_serving_helpers", pathlib.Path(__file__).resolve().parent / "serving_helpers.py"
+)
 
 
 @pytest.fixture(scope="module")
-def finetuned_dir(tmp_path_factory, helpers):
+def finetuned_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("finetuned_progress")
-    data_dir = root / "data"
-    data_dir.mkdir()
-    rows = ["text\tlabel", "a good film\tpos", "a bad film\tneg"]
-    (data_dir / "train.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
-    task = tasks.create_task("text_classification", data_dir=str(data_dir), max_seq_length=16)
-    task.read("train")
-    vocabulary = helpers.sentence_fixtures.VOCABULARY
-    model = helpers.randomize(task.build_model(helpers.tiny_encoder(len(vocabulary))), 21)
-    tasks.save_finetuned(str(root / "run"), task, model, BertTokenizer(vocabulary))
+    serving_helpers.save_tiny_classifier(root, root / "run", seed=21, lowercase=None)
     return str(root / "run")
 
 

@@ -11,6 +11,7 @@ with flags for keywords.
 """
 
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -20,9 +21,12 @@ import numpy as np
 import pytest
 from absl import app
 
-from keras_bert_zoo import serving, tasks
+from keras_bert_zoo import serving
 from keras_bert_zoo.serving import registry, signatures
-from keras_bert_zoo.text import BertTokenizer
+
+serving_helpers = child_process.import_by_path(
+    "kbz_tests_serving_helpers", pathlib.Path(__file__).resolve().parent / "serving_helpers.py"
+)
 
 # The toy format: what a plugin package holds (a file, plus one entry point line).
 TOY_FORMAT = textwrap.dedent(
@@ -80,18 +84,9 @@ def isolated_registry(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def finetuned_dir(tmp_path_factory, helpers):
+def finetuned_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("finetuned")
-    data_dir = root / "data"
-    data_dir.mkdir()
-    rows = ["text\tlabel", "a good film\tpos", "a bad film\tneg"]
-    (data_dir / "train.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
-    task = tasks.create_task("text_classification", data_dir=str(data_dir), max_seq_length=16)
-    task.read("train")
-    vocabulary = helpers.sentence_fixtures.VOCABULARY
-    model = helpers.randomize(task.build_model(helpers.tiny_encoder(len(vocabulary))), 31)
-    tokenizer = BertTokenizer(vocabulary, lowercase=True)
-    tasks.save_finetuned(str(root / "run"), task, model, tokenizer)
+    _, model, _ = serving_helpers.save_tiny_classifier(root, root / "run", seed=31)
     return str(root / "run"), model
 
 

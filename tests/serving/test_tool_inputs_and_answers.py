@@ -5,58 +5,38 @@ label names, as text or one JSON object a row; the export's listing only on requ
 
 import ast
 import json
+import pathlib
 import shutil
 
+import child_process
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_zoo import serving, tasks
+from keras_bert_zoo import serving
 from keras_bert_zoo.checkpoints import save_pretrained
 from keras_bert_zoo.models import BertPretrainer
-from keras_bert_zoo.text import BertTokenizer
 from keras_bert_zoo.utils.errors import UserError
+
+serving_helpers = child_process.import_by_path(
+    "kbz_tests_serving_helpers", pathlib.Path(__file__).resolve().parent / "serving_helpers.py"
+)
 
 TEXTS = ["A good film, and funny.", 'a "bad" film']
 
 
-@pytest.fixture(scope="module")
-def export_tool(load_tool):
-    with load_tool("export_saved_model") as module:
-        yield module
+_run = serving_helpers.run_tool_main
 
 
 @pytest.fixture(scope="module")
-def run_tool(load_tool):
-    with load_tool("saved_model_run") as module:
-        yield module
-
-
-def _run(tool, *args):
-    flags = tool.flags.FLAGS
-    try:
-        flags(["tool", *args])
-        tool.main(["tool"])
-    finally:
-        flags.unparse_flags()
-
-
-@pytest.fixture(scope="module")
-def finetuning_run(tmp_path_factory, helpers):
+def finetuning_run(tmp_path_factory):
     """A fine-tuning run's --output_dir as run_finetuning leaves it: task.json beside
     finetuned/ (the run's model)."""
     root = tmp_path_factory.mktemp("finetuning_run")
-    data_dir = root / "data"
-    data_dir.mkdir()
-    rows = ["text\tlabel", "a good film\tpos", "a bad film\tneg"]
-    (data_dir / "train.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
-    task = tasks.create_task("text_classification", data_dir=str(data_dir), max_seq_length=16)
-    task.read("train")
-    vocabulary = helpers.sentence_fixtures.VOCABULARY
-    model = helpers.randomize(task.build_model(helpers.tiny_encoder(len(vocabulary))), 31)
-    tokenizer = BertTokenizer(vocabulary, lowercase=True)
     run_dir = root / "run"
-    tasks.save_finetuned(str(run_dir / "finetuned"), task, model, tokenizer)
+    task, model, tokenizer = serving_helpers.save_tiny_classifier(
+        root, run_dir / "finetuned", seed=31
+    )
     shutil.copy(run_dir / "finetuned" / "task.json", run_dir / "task.json")
     (run_dir / "checkpoints").mkdir()
     return str(run_dir), task, model, tokenizer

@@ -4,6 +4,7 @@ saved_model_run.py as a user runs it, on a request the export cannot take."""
 
 import ast
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -13,46 +14,22 @@ import pytest
 import tensorflow as tf
 from absl import app
 
-from keras_bert_zoo import serving, tasks
+from keras_bert_zoo import serving
 from keras_bert_zoo.checkpoints import save_pretrained
 from keras_bert_zoo.models import BertPretrainer
-from keras_bert_zoo.text import BertTokenizer
+
+serving_helpers = child_process.import_by_path(
+    "kbz_tests_serving_helpers", pathlib.Path(__file__).resolve().parent / "serving_helpers.py"
+)
+
+
+_run = serving_helpers.run_tool_main
 
 
 @pytest.fixture(scope="module")
-def export_tool(load_tool):
-    with load_tool("export_saved_model") as module:
-        yield module
-
-
-@pytest.fixture(scope="module")
-def run_tool(load_tool):
-    with load_tool("saved_model_run") as module:
-        yield module
-
-
-def _run(tool, *args):
-    flags = tool.flags.FLAGS
-    try:
-        flags(["tool", *args])
-        tool.main(["tool"])
-    finally:
-        flags.unparse_flags()
-
-
-@pytest.fixture(scope="module")
-def finetuned_dir(tmp_path_factory, helpers):
+def finetuned_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("finetuned")
-    data_dir = root / "data"
-    data_dir.mkdir()
-    rows = ["text\tlabel", "a good film\tpos", "a bad film\tneg"]
-    (data_dir / "train.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
-    task = tasks.create_task("text_classification", data_dir=str(data_dir), max_seq_length=16)
-    task.read("train")
-    vocabulary = helpers.sentence_fixtures.VOCABULARY
-    model = helpers.randomize(task.build_model(helpers.tiny_encoder(len(vocabulary))), 21)
-    tokenizer = BertTokenizer(vocabulary, lowercase=True)
-    tasks.save_finetuned(str(root / "run"), task, model, tokenizer)
+    task, model, tokenizer = serving_helpers.save_tiny_classifier(root, root / "run", seed=21)
     return str(root / "run"), task, model, tokenizer
 
 
