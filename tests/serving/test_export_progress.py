@@ -44,7 +44,6 @@ def test_a_saved_model_export_logs_each_step_as_it_starts(tmp_path, finetuned_di
 
 
 def test_an_onnx_export_logs_its_conversion_and_check(tmp_path, finetuned_dir, caplog):
-    pytest.importorskip("tf2onnx")
     with caplog.at_level(logging.INFO, logger="keras_bert_zoo"):
         serving.export(finetuned_dir, str(tmp_path / "onnx"), format="onnx")
     lines = _lines(caplog)
