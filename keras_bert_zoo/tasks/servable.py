@@ -9,6 +9,9 @@ servable.task_name, .text_fields,
          .max_seq_length                   -> the name, the serving inputs, the packed length
 servable.make_preprocessor(tokenizer)      -> the Keras layer the SavedModel runs
 servable.serving_outputs(model, preproc.)  -> `serving_default`'s answers
+servable.serving_model(model, truncate_dim=)
+                                           -> the model an export runs (default `model`)
+servable.extra_signatures(model, preproc.) -> more raw-text signatures ({} by default)
 servable.state()                           -> what the trained model needs of it ({})
 servable.label_names                       -> one name per class of the head's output, in
                                               output order, or None (default)
@@ -27,6 +30,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import tensorflow as tf
+
+from keras_bert_zoo.utils.errors import UserError
 
 ServingApi = Literal["classify", "regress"]
 
@@ -76,6 +81,23 @@ class Servable(abc.ABC):
         to a dict of answer tensors, with the post-processing in TF ops, so that an
         exported SavedModel answers what `postprocess` answers."""
         raise NotImplementedError(f"{type(self).__name__} does not export a serving function yet")
+
+    def serving_model(self, model, *, truncate_dim: int | None = None):
+        """The model an export runs of the trained `model`: what `serve_ids` takes and
+        answers, and what `serving_outputs` and `extra_signatures` get. Default: `model`
+        itself; `truncate_dim` (cut embedding vectors to their first components) is
+        refused, there being no vectors to cut."""
+        if truncate_dim is not None:
+            raise UserError(
+                f"truncate_dim={truncate_dim}: {self.task_name} answers no embedding vectors"
+            )
+        return model
+
+    def extra_signatures(self, model, preprocessor) -> dict[str, Callable]:
+        """Raw-text signatures beside `serving_default`, `{name: fn}`, each `fn` a function
+        of the same `text_fields` as `serving_outputs`' (an embedding model's `query` and
+        `document`, which prepend their prompts). Default: none."""
+        return {}
 
     def state(self) -> dict[str, Any]:
         """What a trained model needs from the task to be used without its training data.
