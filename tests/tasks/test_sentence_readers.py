@@ -472,7 +472,7 @@ def test_every_sentence_option_is_a_flag_the_binaries_can_declare():
     for name in ("train_file", "heldout_fraction", "heldout_seed", "label_names"):
         assert name in options
     assert options["heldout_seed"].default == 12345
-    assert options["input_format"].choices == ("auto", "tsv", "csv", "fasttext")
+    assert options["input_format"].choices == ("auto", "tsv", "csv", "jsonl", "fasttext")
 
 
 def test_a_missing_column_names_the_flag_that_names_it(tmp_path):

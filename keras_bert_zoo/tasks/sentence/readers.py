@@ -1,7 +1,7 @@
 """Reading delimited text files with errors that name the file and line.
 
-The sentence tasks read GLUE's TSV files, user TSV/CSV files and fastText-style
-`__label__<name> <text>` lines through these functions, so every malformed input gets
+The sentence tasks read GLUE's TSV files, user TSV/CSV and JSONL files and
+fastText-style `__label__<name> <text>` lines through these functions, so every malformed input gets
 the same kind of message: `path:line: what is wrong (what was expected)`.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import json
 import os
 from collections.abc import Sequence
 
@@ -204,6 +205,55 @@ def read_delimited(
         raise InputFileError(f"{path}: no data rows after the header (expected the {description})")
     rows = _check_widths(path, rows, width, names, skip_malformed)
     return Table(path=path, header=names, rows=rows)
+
+
+def _jsonl_field(value, path: str, number: int, key: str) -> str:
+    """A JSONL record's value as a `Table` field: texts as written, numbers as JSON
+    writes them, null as empty."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputFileError(
+            f"{path}:{number}: key {key!r} holds {type(value).__name__} {value!r}, "
+            "expected a text or a number"
+        )
+    return json.dumps(value)
+
+
+def read_jsonl(path: str, *, encoding: str = "utf-8", description: str = "input file") -> Table:
+    """Reads a JSON lines file (one object a line) as a `Table`: the first object's keys
+    are the header, and every object must hold them all (other keys are not read).
+
+    Values are texts (numbers in their JSON spelling, null as the empty text), so the
+    file is read like a TSV with a header line.
+
+    Raises:
+        FileNotFoundError, InputFileError (empty file, bad encoding, a line that is not
+        a JSON object, an object that lacks a key of the first, a list or object value).
+    """
+    header, rows = None, []
+    for number, line in numbered_lines(read_text(path, encoding, description=description)):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise InputFileError(f"{path}:{number}: not JSON ({error.msg})") from None
+        if not isinstance(record, dict):
+            raise InputFileError(
+                f"{path}:{number}: a JSON {type(record).__name__}, expected an object "
+                f"(one record a line: the {description})"
+            )
+        if header is None:
+            header = tuple(record)
+        missing = [key for key in header if key not in record]
+        if missing:
+            raise InputFileError(
+                f"{path}:{number}: no key {missing[0]!r} (every record holds the first "
+                f"record's keys {list(header)})"
+            )
+        rows.append((number, tuple(_jsonl_field(record[key], path, number, key) for key in header)))
+    return Table(path=path, header=header, rows=rows)
 
 
 def read_fasttext(

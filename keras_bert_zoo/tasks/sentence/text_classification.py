@@ -1,12 +1,15 @@
-"""`text_classification`: any labelled texts in TSV, CSV or fastText lines.
+"""`text_classification`: any labelled texts in TSV, CSV, JSONL or fastText lines.
 
 Formats (`input_format`, chosen from the file extension when `auto`):
 - `tsv` / `csv`: a text column, an optional second text column (sentence pairs) and a
   label column, named by the header line or, with `has_header=False`, given as
   0-based column numbers. TSV fields are split on the delimiter only (no quoting, as
   GLUE's files); CSV fields follow the CSV quoting rules.
+- `jsonl`: one JSON object a line, its keys the columns (every record holds the
+  first record's keys).
 - `fasttext`: one `__label__<name> <text>` per line (gensim's `pang_lee_polarity.cor`,
-  fastText's supervised format). Any extension other than .tsv/.csv reads as this.
+  fastText's supervised format). Any extension other than .tsv/.csv/.jsonl reads as
+  this.
 
 The label set is the `label_names` option, else the labels of the training file
 (sorted; numerically when they are all integers). With `regression=True` the labels

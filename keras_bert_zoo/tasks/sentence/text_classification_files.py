@@ -2,7 +2,8 @@
 and its rows as `SentenceExample`s.
 
 Formats (`input_format`, chosen from the file extension when `auto`): `tsv` / `csv`
-columns (named by the header line, or 0-based numbers with `has_header=False`), a
+columns (named by the header line, or 0-based numbers with `has_header=False`) or
+`jsonl` records (the keys as columns), a
 label column or one 0/1 column per label (`label_columns`); `fasttext` lines
 (`__label__<name> <text>`), any other extension.
 
@@ -26,7 +27,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from keras_bert_zoo.tasks.sentence.examples import SentenceExample
-from keras_bert_zoo.tasks.sentence.readers import InputFileError, read_delimited, read_fasttext
+from keras_bert_zoo.tasks.sentence.readers import (
+    InputFileError,
+    read_delimited,
+    read_fasttext,
+    read_jsonl,
+)
 from keras_bert_zoo.tasks.sentence.scores import parse_score
 from keras_bert_zoo.tasks.sentence.text_classification_options import (
     FILE_OPTIONS,
@@ -136,7 +142,7 @@ class TextClassificationFiles:
         if chosen != "auto":
             return chosen
         extension = os.path.splitext(path)[1].lower()
-        return {".tsv": "tsv", ".csv": "csv"}.get(extension, "fasttext")
+        return {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl"}.get(extension, "fasttext")
 
     def _delimiter(self, file_format: str) -> str:
         given = self.options["delimiter"]
@@ -163,16 +169,20 @@ class TextClassificationFiles:
         return value
 
     def _table_rows(self, path: str, file_format: str, labelled: bool):
-        """`(line, label or None, texts)` of a TSV or CSV file."""
+        """`(line, label or None, texts)` of a TSV, CSV or JSONL file."""
         options = self.options
-        table = read_delimited(
-            path,
-            encoding=self.encoding,
-            delimiter=self._delimiter(file_format),
-            header=bool(options["has_header"]),
-            quoting=file_format == "csv",
-            description=f"{self.task_name} {file_format.upper()} file",
-        )
+        description = f"{self.task_name} {file_format.upper()} file"
+        if file_format == "jsonl":
+            table = read_jsonl(path, encoding=self.encoding, description=description)
+        else:
+            table = read_delimited(
+                path,
+                encoding=self.encoding,
+                delimiter=self._delimiter(file_format),
+                header=bool(options["has_header"]),
+                quoting=file_format == "csv",
+                description=description,
+            )
         columns = {"text_column": options["text_column"]}
         if options["text_pair_column"]:
             columns["text_pair_column"] = options["text_pair_column"]

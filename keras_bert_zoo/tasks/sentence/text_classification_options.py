@@ -41,9 +41,9 @@ TEXT_CLASSIFICATION_OPTIONS = (
     TaskOption(
         "input_format",
         "auto",
-        "text_classification: file format; auto picks tsv/csv by extension and "
-        "fastText lines otherwise.",
-        choices=("auto", "tsv", "csv", "fasttext"),
+        "File format of the data files; auto picks tsv/csv/jsonl by extension and "
+        "(text_classification) fastText lines otherwise.",
+        choices=("auto", "tsv", "csv", "jsonl", "fasttext"),
     ),
     TaskOption(
         "text_column",
