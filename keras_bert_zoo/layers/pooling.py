@@ -70,7 +70,9 @@ class SequencePooling(keras.layers.Layer):
     def call(self, sequence_output, input_mask):
         if self.mode == "cls":
             return sequence_output[:, 0, :]
-        mask = ops.cast(input_mask, self.compute_dtype)[:, :, None]
+        # expand_dims, not `[:, :, None]`: TFLite has no builtin kernel for a strided
+        # slice that adds an axis (LiteRT exports take builtin ops only).
+        mask = ops.expand_dims(ops.cast(input_mask, self.compute_dtype), -1)
         if self.mode == "max":
             filled = ops.where(mask > 0, sequence_output, _MAX_POOLING_FILL)
             return ops.max(filled, axis=1)

@@ -1,6 +1,7 @@
 """What every export format shares.
 
-* The options most formats take: `OUTPUT_DIR`, `OVERWRITE`, `VERIFY`, `TOKENIZER_OPS`.
+* The options most formats take: `OUTPUT_DIR`, `OVERWRITE`, `VERIFY`, `TOKENIZER_OPS`,
+  `TRUNCATE_DIM` (what `Servable.serving_model` cuts an embedding model's vectors to).
 * The warmup texts: `DEFAULT_WARMUP_TEXTS`, the batch every export is checked on (and
   a SavedModel's warmup requests, unless others are given).
 * `serving_preprocessor`: the preprocessor an export runs (padding to the longest
@@ -57,6 +58,14 @@ TOKENIZER_OPS = Option(
     "where tensorflow-text is not installed) or tensorflow_text (its WordPiece kernels). "
     "Both give the same tokens.",
     choices=TOKENIZER_OPS,
+)
+
+TRUNCATE_DIM = Option(
+    "truncate_dim",
+    None,
+    "Embedding models: keep the vectors' first N components, normalised again when the "
+    "model normalises (a Matryoshka model's cut; default: all).",
+    type=int,
 )
 
 # === Warmup texts ===

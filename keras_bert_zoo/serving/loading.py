@@ -294,7 +294,11 @@ class _ExportedModelAsKeras:
 
 def servable_from_description(description: Mapping[str, Any]):
     """The task (or servable) an export's `task` description rebuilds."""
-    from keras_bert_zoo.serving.servables import EncoderServable, MaskedLMServable
+    from keras_bert_zoo.serving.servables import (
+        EncoderServable,
+        MaskedLMServable,
+        SentenceEmbeddingServable,
+    )
     from keras_bert_zoo.tasks import task_from_description
 
     name = description["task_name"]
@@ -305,6 +309,8 @@ def servable_from_description(description: Mapping[str, Any]):
         return MaskedLMServable(
             description["max_seq_length"], top_k=description.get("top_k", 5), text_fields=fields
         )
+    if name == SentenceEmbeddingServable.task_name:
+        return SentenceEmbeddingServable.from_description(description)
     return task_from_description(dict(description))
 
 

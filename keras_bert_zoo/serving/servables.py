@@ -1,12 +1,13 @@
-"""Servables that are not fine-tuning tasks: the bare encoder and the masked LM.
+"""Servables that are not fine-tuning tasks: the bare encoder, the masked LM and a
+pretrained sentence embedding model.
 
 The exporter takes a `keras_bert_zoo.tasks.servable.Servable`, the serving half of the
 task contract: `task_name`, `text_fields`, `max_seq_length`,
 `make_preprocessor(tokenizer)`, `serving_outputs(model, preprocessor)`, `state()`,
 `label_names`, `serving_api` and `description(tokenizer)`. Every registered task is
-one; these two make a pretrained `BertEncoder` and `BertPretrainer` one, so they
-export through the same code. Neither has classes or a TF Serving example API
-(`label_names` and `serving_api` keep their None defaults).
+one; these make a pretrained `BertEncoder`, `BertPretrainer` and
+`BertSentenceEmbedder` one, so they export through the same code. None has classes or
+a TF Serving example API (`label_names` and `serving_api` keep their None defaults).
 
 Answers of `serving_default`:
 
@@ -23,6 +24,11 @@ Answers of `serving_default`:
   `fill_in_probabilities` float32 `[batch, M, K]` (0 past `mask_count`), best first,
   and `filled_text` string `[batch]`: the word pieces with every mask replaced by its
   best fill-in, joined (`##` pieces glued), special tokens dropped.
+* `SentenceEmbeddingServable` (model: `BertSentenceEmbedder`, e.g. a
+  sentence-transformers model such as all-MiniLM-L6-v2 with the pooling and
+  normalisation its `modules.json` lists): `embedding` float32 `[batch, dim]` of the
+  one text field `sentence`, and the `query` / `document` signatures when a prompt is
+  set (`tasks.sentence_embedding.serving`).
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ import keras
 import tensorflow as tf
 
 from keras_bert_zoo.inputs import INPUT_MASK, INPUT_WORD_IDS
+from keras_bert_zoo.serving.sources import DEFAULT_MAX_SEQ_LENGTH
+from keras_bert_zoo.tasks.sentence_embedding.serving import EmbeddingServing
 from keras_bert_zoo.tasks.servable import Servable
 from keras_bert_zoo.text.packer import BertPacker
 from keras_bert_zoo.text.preprocessing_layer import TokenizingPreprocessor
@@ -265,24 +273,143 @@ class MaskedLMServable(Servable):
         return answer
 
 
+class SentenceEmbeddingServable(EmbeddingServing, Servable):
+    """A pretrained `BertSentenceEmbedder` served on raw text: `embedding` of
+    `sentence` (see `tasks.sentence_embedding.serving`).
+
+    Args:
+        max_seq_length: int. Longest packed input; longer texts are truncated.
+        query_prompt: str or None. Prepended to the texts of the `query` signature.
+        document_prompt: str or None. Prepended to the texts of the `document` signature.
+        pooling, normalize: what the model does (recorded in export.json).
+
+    Example:
+
+    ```python
+    from keras_bert_zoo import serving
+
+    serving.export(
+        serving.PretrainedSource("all-MiniLM-L6-v2"),
+        "exports",
+        kind="sentence_embedding",
+        model_name="minilm",
+    )
+    ```
+    """
+
+    task_name: ClassVar[str] = "sentence_embedder"
+
+    def __init__(
+        self,
+        max_seq_length: int = 128,
+        *,
+        query_prompt: str | None = None,
+        document_prompt: str | None = None,
+        pooling: str | None = None,
+        normalize: bool | None = None,
+    ):
+        self.max_seq_length = int(max_seq_length)
+        self.query_prompt = query_prompt or None
+        self.document_prompt = document_prompt or None
+        self.pooling = pooling
+        self.normalize = normalize
+
+    def make_preprocessor(self, tokenizer) -> BertPreprocessor:
+        return BertPreprocessor(tokenizer, sequence_length=self.max_seq_length, pad_to="longest")
+
+    def description(self, tokenizer) -> dict[str, Any]:
+        return {
+            **super().description(tokenizer),
+            "query_prompt": self.query_prompt,
+            "document_prompt": self.document_prompt,
+            "pooling": self.pooling,
+            "normalize": self.normalize,
+        }
+
+    @classmethod
+    def from_description(cls, description) -> SentenceEmbeddingServable:
+        """The servable an export's `task` description records."""
+        return cls(
+            description["max_seq_length"],
+            query_prompt=description.get("query_prompt"),
+            document_prompt=description.get("document_prompt"),
+            pooling=description.get("pooling"),
+            normalize=description.get("normalize"),
+        )
+
+
+def _sentence_embedder(checkpoint_dir: str, allow_partial: bool):
+    """The checkpoint as a `BertSentenceEmbedder`: the pooling and normalisation of its
+    sentence-transformers files (`modules.json`), else mean pooling, normalised; and
+    those settings."""
+    from keras_bert_zoo.checkpoints import from_pretrained
+    from keras_bert_zoo.checkpoints.sentence_transformers import (
+        SentenceTransformersSettings,
+        read_sentence_transformers_settings,
+    )
+    from keras_bert_zoo.models import BertSentenceEmbedder
+
+    settings = read_sentence_transformers_settings(checkpoint_dir)
+    if settings is None:
+        settings = SentenceTransformersSettings(pooling="mean", normalize=True)
+    model = from_pretrained(
+        checkpoint_dir,
+        model=BertSentenceEmbedder,
+        allow_partial=allow_partial,
+        **settings.model_kwargs(),
+    )
+    return model, settings
+
+
+def sentence_embedding_length(checkpoint_dir: str, max_seq_length: int | None) -> int:
+    """The packed length of a sentence embedding export: `max_seq_length` when given,
+    else the sentence-transformers model's own (`sentence_bert_config.json`), else 128."""
+    from keras_bert_zoo.checkpoints.sentence_transformers import (
+        read_sentence_transformers_settings,
+    )
+
+    if max_seq_length is not None:
+        return int(max_seq_length)
+    settings = read_sentence_transformers_settings(checkpoint_dir)
+    if settings is not None and settings.max_seq_length:
+        return settings.max_seq_length
+    return DEFAULT_MAX_SEQ_LENGTH
+
+
 def pretrained_servable(
     checkpoint_dir: str,
     kind: str = "encoder",
     *,
-    max_seq_length: int = 128,
+    max_seq_length: int | None = None,
     top_k: int = 5,
     text_fields=("sentence",),
     allow_partial: bool = False,
+    query_prompt: str | None = None,
+    document_prompt: str | None = None,
 ):
     """`(servable, model, tokenizer)` of a pretrained checkpoint (Google or Hugging Face
-    layout, with its `vocab.txt`) as an `"encoder"` or a `"masked_lm"`, as
-    `serving.export` of a `sources.PretrainedSource` serves it."""
+    layout, with its `vocab.txt`) as an `"encoder"`, a `"masked_lm"` or a
+    `"sentence_embedding"`, as `serving.export` of a `sources.PretrainedSource` serves
+    it. `max_seq_length` None: 128 (a sentence embedding model: its own,
+    `sentence_embedding_length`)."""
     from keras_bert_zoo.checkpoints import from_pretrained
     from keras_bert_zoo.text import BertTokenizer
 
     vocab = os.path.join(os.fspath(checkpoint_dir), "vocab.txt")
     if not os.path.isfile(vocab):
         raise FileNotFoundError(f"{checkpoint_dir}: no vocab.txt beside the checkpoint")
+    if kind == "sentence_embedding":
+        model, settings = _sentence_embedder(checkpoint_dir, allow_partial)
+        servable = SentenceEmbeddingServable(
+            sentence_embedding_length(checkpoint_dir, max_seq_length),
+            query_prompt=query_prompt,
+            document_prompt=document_prompt,
+            pooling=settings.pooling,
+            normalize=settings.normalize,
+        )
+        return servable, model, BertTokenizer(vocab)
+    if max_seq_length is None:
+        max_seq_length = DEFAULT_MAX_SEQ_LENGTH
     if kind == "encoder":
         servable = EncoderServable(max_seq_length, text_fields=text_fields)
         model = from_pretrained(checkpoint_dir, allow_partial=allow_partial)
@@ -290,5 +417,7 @@ def pretrained_servable(
         servable = MaskedLMServable(max_seq_length, top_k=top_k, text_fields=text_fields)
         model = from_pretrained(checkpoint_dir, model="pretrainer", allow_partial=allow_partial)
     else:
-        raise UserError(f"kind must be 'encoder' or 'masked_lm', got {kind!r}")
+        raise UserError(
+            f"kind must be 'encoder', 'masked_lm' or 'sentence_embedding', got {kind!r}"
+        )
     return servable, model, BertTokenizer(vocab)

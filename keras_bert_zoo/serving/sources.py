@@ -3,9 +3,13 @@
 * `FinetunedSource`: a fine-tuned model directory (`tasks.save_finetuned`, what
   `tools/run_finetuning.py` writes) or a loaded `tasks.FinetunedModel`; kind `"task"`.
 * `PretrainedSource`: a pretrained checkpoint (Google or Hugging Face layout, with its
-  `vocab.txt`) served as an `"encoder"` (pooled and sequence outputs), a `"masked_lm"`
-  (top-k fill-ins for each `[MASK]`) or a `"hub_encoder_pair"` (the TF Hub style
-  pair's encoder, with its MLM head when the checkpoint has one).
+  `vocab.txt`; or the name of an installed one, `all-MiniLM-L6-v2`) served as an
+  `"encoder"` (pooled and sequence outputs), a `"masked_lm"` (top-k fill-ins for each
+  `[MASK]`), a `"sentence_embedding"` (one vector a text: the pooling and
+  normalisation of a sentence-transformers model's `modules.json`, else mean pooling,
+  normalised) or a `"hub_encoder_pair"` (the TF Hub style pair's encoder, with its MLM
+  head when the checkpoint has one; its `pooled_output` is BERT's pooler, whatever
+  the checkpoint's sentence-transformers files say).
 * `ModelSource`: a model in memory with its task (any `tasks.servable.Servable`) and
   tokenizer; also what the other two load into, and what every exporter builds from.
 
@@ -23,19 +27,39 @@ from keras_bert_zoo.serving.exporter import Option, OptionError
 
 logger = logging.getLogger(__name__)
 
+# The packed length of a pretrained export that names none (`servables.py`'s).
+DEFAULT_MAX_SEQ_LENGTH = 128
+
 TASK = "task"
 ENCODER = "encoder"
 MASKED_LM = "masked_lm"
 HUB_ENCODER_PAIR = "hub_encoder_pair"
+SENTENCE_EMBEDDING = "sentence_embedding"
 # Every kind a source loads, in the order the tool lists them.
-KINDS = (TASK, ENCODER, MASKED_LM, HUB_ENCODER_PAIR)
+KINDS = (TASK, ENCODER, MASKED_LM, SENTENCE_EMBEDDING, HUB_ENCODER_PAIR)
 
 MAX_SEQ_LENGTH = Option(
-    "max_seq_length", 128, "Packed length (pretrained kinds; a task keeps its own).", type=int
+    "max_seq_length",
+    None,
+    "Packed length (pretrained kinds; default 128, for sentence_embedding the "
+    "sentence-transformers model's own max_seq_length; a task keeps its own).",
+    type=int,
 )
 TOP_K = Option("top_k", 5, "masked_lm: fill-ins per [MASK].", type=int)
 TEXT_FIELDS = Option(
     "text_fields", ("sentence",), "encoder / masked_lm: names of the 1-3 text inputs.", type=list
+)
+QUERY_PROMPT = Option(
+    "query_prompt",
+    None,
+    "sentence_embedding: a prefix for queries (e.g. 'query: '); the export gains a query "
+    "signature that prepends it.",
+)
+DOCUMENT_PROMPT = Option(
+    "document_prompt",
+    None,
+    "sentence_embedding: a prefix for documents (e.g. 'passage: '); the export gains a "
+    "document signature that prepends it.",
 )
 ALLOW_PARTIAL = Option(
     "allow_partial",
@@ -126,31 +150,48 @@ class PretrainedSource:
 
     Args:
         checkpoint_dir: str. The checkpoint directory or the run directory.
-        max_seq_length: int. The packed length served.
+        max_seq_length: int or None. The packed length served (None: 128; a
+            sentence embedding model's own).
         top_k: int. masked_lm: fill-ins per `[MASK]`.
         text_fields: the 1-3 text inputs (encoder, masked_lm).
+        query_prompt, document_prompt: str or None. sentence_embedding: the prompts of
+            the `query` / `document` signatures.
         allow_partial: bool. Accept a checkpoint without the MLM head (masked_lm, and
             the pair's `mlm`), which is then left random.
     """
 
-    kinds: ClassVar[tuple[str, ...]] = (ENCODER, MASKED_LM, HUB_ENCODER_PAIR)
+    kinds: ClassVar[tuple[str, ...]] = (ENCODER, MASKED_LM, SENTENCE_EMBEDDING, HUB_ENCODER_PAIR)
     default_kind: ClassVar[str] = ENCODER
     names_itself: ClassVar[bool] = False
-    options: ClassVar[tuple[Option, ...]] = (MAX_SEQ_LENGTH, TOP_K, TEXT_FIELDS, ALLOW_PARTIAL)
+    options: ClassVar[tuple[Option, ...]] = (
+        MAX_SEQ_LENGTH,
+        TOP_K,
+        TEXT_FIELDS,
+        QUERY_PROMPT,
+        DOCUMENT_PROMPT,
+        ALLOW_PARTIAL,
+    )
 
     def __init__(
         self,
         checkpoint_dir: str,
         *,
-        max_seq_length: int = MAX_SEQ_LENGTH.default,
+        max_seq_length: int | None = MAX_SEQ_LENGTH.default,
         top_k: int = TOP_K.default,
         text_fields=TEXT_FIELDS.default,
+        query_prompt: str | None = QUERY_PROMPT.default,
+        document_prompt: str | None = DOCUMENT_PROMPT.default,
         allow_partial: bool = ALLOW_PARTIAL.default,
     ):
-        self.checkpoint_dir = checkpoint_dir_of_run(os.fspath(checkpoint_dir))
+        from keras_bert_zoo.checkpoints.installed import resolve_installed_checkpoint
+
+        checkpoint_dir = resolve_installed_checkpoint(os.fspath(checkpoint_dir))
+        self.checkpoint_dir = checkpoint_dir_of_run(checkpoint_dir)
         self.max_seq_length = max_seq_length
         self.top_k = top_k
         self.text_fields = tuple(text_fields)
+        self.query_prompt = query_prompt
+        self.document_prompt = document_prompt
         self.allow_partial = allow_partial
 
     def load(self, kind: str | None = ENCODER) -> ModelSource:
@@ -168,6 +209,8 @@ class PretrainedSource:
             top_k=self.top_k,
             text_fields=self.text_fields,
             allow_partial=self.allow_partial,
+            query_prompt=self.query_prompt,
+            document_prompt=self.document_prompt,
         )
         return ModelSource(servable, model, tokenizer)
 

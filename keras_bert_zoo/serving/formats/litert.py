@@ -54,7 +54,7 @@ from keras_bert_zoo.serving import common, layout, portable, signatures
 from keras_bert_zoo.serving.exporter import Option
 from keras_bert_zoo.serving.formats import int8_rows
 from keras_bert_zoo.serving.loading import ModelRunner, litert_interpreter
-from keras_bert_zoo.serving.sources import ENCODER, MASKED_LM, TASK
+from keras_bert_zoo.serving.sources import ENCODER, MASKED_LM, SENTENCE_EMBEDDING, TASK
 from keras_bert_zoo.utils.stages import stage
 
 logger = logging.getLogger(__name__)
@@ -346,19 +346,30 @@ class LiteRTExporter(portable.PortableExporter):
     name = "litert"
     title = "LiteRT"
     summary = "a LiteRT .tflite (ids in, builtin ops only; raw text in with --raw_text)"
-    kinds = (TASK, ENCODER, MASKED_LM)
+    kinds = (TASK, ENCODER, MASKED_LM, SENTENCE_EMBEDDING)
     options = (
         portable.QUANTIZE,
         RAW_TEXT,
         PREDICTION_SLOTS,
+        common.TRUNCATE_DIM,
         common.OVERWRITE,
         common.VERIFY,
     )
 
     def export(
-        self, source, output_dir, *, quantize, raw_text, prediction_slots, overwrite, verify
+        self,
+        source,
+        output_dir,
+        *,
+        quantize,
+        raw_text,
+        prediction_slots,
+        truncate_dim,
+        overwrite,
+        verify,
     ) -> portable.PortableExport:
-        task, model, tokenizer = source.task, source.model, source.tokenizer
+        task, tokenizer = source.task, source.tokenizer
+        model = task.serving_model(source.model, truncate_dim=truncate_dim)
         portable.check_quantize(quantize)
         output_dir, preprocessor, ids, expected, structure = portable.start_export(
             output_dir, overwrite, task, model, tokenizer, source.preprocessor

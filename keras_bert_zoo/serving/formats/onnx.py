@@ -50,7 +50,7 @@ import numpy as np
 from keras_bert_zoo.serving import common, layout, portable, signatures
 from keras_bert_zoo.serving.formats import int8_rows
 from keras_bert_zoo.serving.loading import ModelRunner
-from keras_bert_zoo.serving.sources import ENCODER, MASKED_LM, TASK
+from keras_bert_zoo.serving.sources import ENCODER, MASKED_LM, SENTENCE_EMBEDDING, TASK
 from keras_bert_zoo.utils.errors import UserError
 from keras_bert_zoo.utils.stages import stage
 
@@ -193,12 +193,13 @@ class OnnxExporter(portable.PortableExporter):
     name = "onnx"
     title = "ONNX"
     summary = "an ONNX model (ids in)"
-    kinds = (TASK, ENCODER, MASKED_LM)
-    options = (portable.QUANTIZE, common.OVERWRITE, common.VERIFY)
+    kinds = (TASK, ENCODER, MASKED_LM, SENTENCE_EMBEDDING)
+    options = (portable.QUANTIZE, common.TRUNCATE_DIM, common.OVERWRITE, common.VERIFY)
     refusals = {"raw_text": "{raw_text} goes with {format}=litert (ONNX takes ids)"}
 
-    def export(self, source, output_dir, *, quantize, overwrite, verify):
-        task, model, tokenizer = source.task, source.model, source.tokenizer
+    def export(self, source, output_dir, *, quantize, truncate_dim, overwrite, verify):
+        task, tokenizer = source.task, source.tokenizer
+        model = task.serving_model(source.model, truncate_dim=truncate_dim)
         what = f"{task.task_name} ({type(model).__name__}, ONNX)"
         if quantize not in ONNX_QUANTIZE_CHOICES:
             raise UserError(

@@ -72,7 +72,7 @@ from keras_bert_zoo.serving.precision import (
     model_in_precision,
     resolve_precision,
 )
-from keras_bert_zoo.serving.sources import ENCODER, MASKED_LM, TASK
+from keras_bert_zoo.serving.sources import ENCODER, MASKED_LM, SENTENCE_EMBEDDING, TASK
 from keras_bert_zoo.tasks.servable import PROBABILITIES_ANSWER, SCORE_ANSWER, Servable
 from keras_bert_zoo.text.tokenizer import DEFAULT_EXPORT_TOKENIZER_OPS, check_tokenizer_ops
 from keras_bert_zoo.text.tokenizer import tokenizer_ops as text_tokenizer_ops
@@ -180,6 +180,7 @@ class _Graph:
     label_names: list[str] | None
     preprocessor: Any  # the served preprocessor
     module: tf.Module
+    extra: dict[str, Any]  # the task's other raw-text signatures: name -> answer function
 
 
 def _build_graph(task, model, tokenizer, preprocessor) -> _Graph:
@@ -192,6 +193,9 @@ def _build_graph(task, model, tokenizer, preprocessor) -> _Graph:
         signatures.DEFAULT_SIGNATURE: signatures.text_signature(text_fields, answer),
         signatures.IDS_SIGNATURE: signatures.ids_signature(model),
     }
+    extra = _extra_signatures(task, model, served_preprocessor)
+    for name, extra_answer in extra.items():
+        functions[name] = signatures.text_signature(text_fields, extra_answer)
     default_outputs = functions[signatures.DEFAULT_SIGNATURE].get_concrete_function()
     label_names = common.label_names(task)
     api = signatures.check_serving_api(
@@ -208,7 +212,23 @@ def _build_graph(task, model, tokenizer, preprocessor) -> _Graph:
     module = signatures.serving_module(
         functions, preprocessor=served_preprocessor, tokenizer=tokenizer
     )
-    return _Graph(functions, method_names, api, label_names, served_preprocessor, module)
+    return _Graph(functions, method_names, api, label_names, served_preprocessor, module, extra)
+
+
+def _extra_signatures(task, model, preprocessor) -> dict[str, Any]:
+    """The task's raw-text signatures beside `serving_default` (`extra_signatures`),
+    invalid UTF-8 replaced as in `serving_default`; refused when one takes a name the
+    export gives another signature."""
+    extra = task.extra_signatures(model, preprocessor)
+    reserved = (
+        signatures.DEFAULT_SIGNATURE,
+        signatures.IDS_SIGNATURE,
+        signatures.EXAMPLES_SIGNATURE,
+    )
+    taken = sorted(set(extra) & set(reserved))
+    if taken:
+        raise UserError(f"{task.task_name}: extra signatures {taken} take the export's own names")
+    return {name: signatures.replace_invalid_utf8(fn) for name, fn in extra.items()}
 
 
 # === Warmup requests and the answers they must get ===
@@ -234,6 +254,14 @@ def _warmup_requests(model_name, task, model, graph: _Graph, texts, precision):
         warmup.predict_log(model_name, signatures.DEFAULT_SIGNATURE, first_row),
     ]
     expected = [answers, None]
+    for name, extra_answer in graph.extra.items():
+        logs.append(warmup.predict_log(model_name, name, feed))
+        if precision != FLOAT32:
+            extra_function = graph.functions[name]
+            outputs = extra_function(*[tf.constant(feed[f]) for f in text_fields])
+        else:
+            outputs = extra_answer(**{f: tf.constant(feed[f]) for f in text_fields})
+        expected.append(common.numpy_outputs(outputs))
     if reference.ids is not None:
         ids = reference.ids
         logs.append(warmup.predict_log(model_name, signatures.IDS_SIGNATURE, ids))
@@ -322,7 +350,7 @@ class SavedModelExporter(Exporter):
     name = "saved_model"
     title = "SavedModel"
     summary = "a TF Serving SavedModel (raw text in)"
-    kinds = (TASK, ENCODER, MASKED_LM)
+    kinds = (TASK, ENCODER, MASKED_LM, SENTENCE_EMBEDDING)
     output = EXPORT_BASE
     options = (
         MODEL_NAME,
@@ -332,6 +360,7 @@ class SavedModelExporter(Exporter):
         PRECISION,
         PADDING_FREE,
         common.TOKENIZER_OPS,
+        common.TRUNCATE_DIM,
         WARMUP_INPUTS,
         common.VERIFY,
     )
@@ -354,6 +383,7 @@ class SavedModelExporter(Exporter):
         precision,
         padding_free,
         tokenizer_ops,
+        truncate_dim,
         warmup_inputs,
         verify,
     ) -> ExportedModel:
@@ -376,6 +406,7 @@ class SavedModelExporter(Exporter):
                 model, padding_free = _served_model(
                     source.model, precision, padding_free, graph_contexts
                 )
+            model = task.serving_model(model, truncate_dim=truncate_dim)
             text_fields = tuple(task.text_fields)
             texts = common.check_warmup_inputs(
                 text_fields, warmup_inputs or common.default_warmup_inputs(text_fields)
@@ -393,6 +424,8 @@ class SavedModelExporter(Exporter):
                 "precision": precision,
                 "padding_free": padding_free,
             }
+            if truncate_dim is not None:
+                description["truncate_dim"] = truncate_dim
             manifest = _publish(
                 version_dir,
                 graph,
