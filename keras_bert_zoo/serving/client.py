@@ -36,6 +36,7 @@ from keras_bert_zoo.serving.layout import (
     is_hub_pair,
     read_export_description,
 )
+from keras_bert_zoo.models.sentence_embedder import EMBEDDING
 from keras_bert_zoo.serving.loading import load_served_model, python_value, resolve_export
 from keras_bert_zoo.tasks.servable import PROBABILITIES_ANSWER
 from keras_bert_zoo.utils.deprecation import moved_names
@@ -181,14 +182,50 @@ def _by_label(key: str, value: Any, label_names: Sequence[str] | None) -> bool:
     )
 
 
+def _embeddings(outputs: Mapping[str, np.ndarray]) -> np.ndarray | None:
+    """The `embedding` answer of an embedding model's export (floating `[batch, dim]`),
+    or None."""
+    vectors = outputs.get(EMBEDDING)
+    if vectors is None:
+        return None
+    vectors = np.asarray(vectors)
+    return vectors if vectors.ndim == 2 and vectors.dtype.kind == "f" else None
+
+
+def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
+    """`[rows, rows]` cosines between the rows of `vectors` (float64; NaN beside a zero
+    vector)."""
+    vectors = np.asarray(vectors, np.float64)
+    norms = np.linalg.norm(vectors, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (vectors @ vectors.T) / np.outer(norms, norms)
+
+
+def format_cosines(vectors: np.ndarray) -> str:
+    """The matrix of cosines between the rows' vectors, as printed lines (row `[i]`,
+    column `[j]`: the cosine of inputs i and j; 6 decimals)."""
+    cosines = cosine_matrix(vectors)
+    label = len(f"[{len(cosines) - 1}]")
+    lines = [
+        f"cosines between the {EMBEDDING} vectors (row i, column j):",
+        " " * label + "".join(f"{f'[{j}]':>11}" for j in range(len(cosines))),
+    ]
+    for i, row in enumerate(cosines):
+        lines.append(f"{f'[{i}]':<{label}}" + "".join(f"{value:>11.6f}" for value in row))
+    return "\n".join(lines)
+
+
 def format_answers(
     outputs: Mapping[str, np.ndarray],
     max_chars: int = 400,
     label_names: Sequence[str] | None = None,
 ) -> str:
     """One block per row of a batch of outputs: `key: value` lines; with `label_names`
-    (the export's, `label_names_of`), the probabilities again beside their labels."""
+    (the export's, `label_names_of`), the probabilities again beside their labels. An
+    `embedding` answer (an embedding model's) adds each vector's L2 norm to its row and,
+    after the rows, the matrix of cosines between the rows (`format_cosines`)."""
     rows = len(next(iter(outputs.values()))) if outputs else 0
+    vectors = _embeddings(outputs)
     lines = []
     for row in range(rows):
         lines.append(f"[{row}]")
@@ -203,6 +240,11 @@ def format_answers(
                     f"{name} {number:.4f}" for name, number in zip(label_names, value, strict=True)
                 )
                 lines.append(f"  {key} by label: {pairs}")
+        if vectors is not None:
+            norm = np.linalg.norm(vectors[row].astype(np.float64))
+            lines.append(f"  {EMBEDDING} norm: {norm:.6f}  dim: {vectors.shape[1]}")
+    if vectors is not None and rows:
+        lines.append(format_cosines(vectors))
     return "\n".join(lines)
 
 

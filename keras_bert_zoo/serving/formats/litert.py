@@ -392,6 +392,8 @@ class LiteRTExporter(portable.PortableExporter):
             import tensorflow_text
 
             extra["tensorflow_text_version"] = tensorflow_text.__version__
+        if truncate_dim is not None:
+            extra["truncate_dim"] = truncate_dim
         sidecar = portable.sidecar_description(
             export_format=layout.LITERT_FORMAT,
             input_kind=layout.TEXT_INPUT if raw_text else layout.IDS_INPUT,

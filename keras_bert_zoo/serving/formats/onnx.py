@@ -234,6 +234,7 @@ class OnnxExporter(portable.PortableExporter):
             opset=OPSET,
             tf2onnx_version=tf2onnx.__version__,
             onnxruntime_version=onnxruntime.__version__,
+            **({} if truncate_dim is None else {"truncate_dim": truncate_dim}),
         )
 
         def write_model(path):
