@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from keras_bert_zoo.models.sentence_embedder import EMBEDDING
 from keras_bert_zoo.serving import signatures
 from keras_bert_zoo.serving.layout import (
     ENCODER_DIR,
@@ -36,7 +37,6 @@ from keras_bert_zoo.serving.layout import (
     is_hub_pair,
     read_export_description,
 )
-from keras_bert_zoo.models.sentence_embedder import EMBEDDING
 from keras_bert_zoo.serving.loading import load_served_model, python_value, resolve_export
 from keras_bert_zoo.tasks.servable import PROBABILITIES_ANSWER
 from keras_bert_zoo.utils.deprecation import moved_names

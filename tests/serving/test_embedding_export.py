@@ -33,8 +33,7 @@ from keras_bert_zoo.text import BertPreprocessor, BertTokenizer
 from keras_bert_zoo.utils.errors import UserError
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + (
-    "the a cat dog sat on mat ran far away query passage : . film good bad "
-    "river bank money water"
+    "the a cat dog sat on mat ran far away query passage : . film good bad river bank money water"
 ).split()
 TEXTS = [
     "the cat sat on the mat",
@@ -207,8 +206,7 @@ def test_truncate_dim_refusals_are_one_line(servable, embedder, tokenizer, tmp_p
             truncate_dim=WIDTH + 1,
         )
     assert str(above.value) == (
-        f"truncate_dim={WIDTH + 1}: the model's vectors have {WIDTH} components; "
-        f"give 1 to {WIDTH}"
+        f"truncate_dim={WIDTH + 1}: the model's vectors have {WIDTH} components; give 1 to {WIDTH}"
     )
     encoder = serving.EncoderServable(MAX_SEQ_LENGTH)
     with pytest.raises(UserError) as no_vectors:
@@ -321,8 +319,7 @@ def test_export_tool_exports_a_pretrained_embedding_model(
         ),
         (
             ["--kind=hub_encoder_pair", "--output_dir={tmp}/hub", "--truncate_dim=4"],
-            "--truncate_dim: SavedModel / LiteRT / ONNX options, not for TF Hub style pair "
-            "exports",
+            "--truncate_dim: SavedModel / LiteRT / ONNX options, not for TF Hub style pair exports",
         ),
     ],
     ids=["no_vectors", "too_wide", "hub_pair"],
