@@ -179,6 +179,7 @@ class FinetuningJob(Job):
         self.source = sources.resolve_weight_source(config.init_checkpoint)
         self.tokenizer = sources.tokenizer_of(self.source, config.vocab_file, config.do_lower_case)
         self.task = run_outputs.create_task(config.task, config)
+        self.task.use_init_checkpoint(self.source.path)
         self._read_examples()
 
     def _read_examples(self, extra_training_examples=()) -> None:
@@ -276,7 +277,8 @@ class FinetuningJob(Job):
     def loss_fn(self, model):
         if self._batching is None:
             self.resolve_batching(model)
-        return super().loss_fn(model)
+        # A task's own forward pass (GradCache) before the job's usual choice.
+        return self.task.training_loss_fn() or super().loss_fn(model)
 
     @property
     def inference_batching(self) -> str:

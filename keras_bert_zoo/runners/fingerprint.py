@@ -78,6 +78,21 @@ TASK_OPTIONS_AFFECTING_RESULT = frozenset(
         "tag_column",
         "column_delimiter",
         "tag_set",
+        "anchor_column",
+        "positive_column",
+        "negative_columns",
+        "score_column",
+        "score_range",
+        "loss",
+        "scale",
+        "symmetric_loss",
+        "matryoshka_dims",
+        "pooling",
+        "normalize_embeddings",
+        "embedding_dim",
+        "gradient_cache_chunk_size",
+        "query_prompt",
+        "document_prompt",
     }
 )
 TASK_OPTIONS_NOT_AFFECTING_RESULT = frozenset(
@@ -91,6 +106,10 @@ TASK_OPTIONS_NOT_AFFECTING_RESULT = frozenset(
         "window_aggregation",
         "thresholds_file",
         "tune_thresholds",
+        "queries_file",
+        "corpus_file",
+        "qrels_file",
+        "predict_text_role",
     }
 )
 

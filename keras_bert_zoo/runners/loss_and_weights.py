@@ -50,6 +50,7 @@ BATCHING_BY_FAMILY = {
     "tagging": "bucketed",
     "spans": "bucketed",
     "multiple_choice": "bucketed",
+    "sentence_embedding": "bucketed",
     "distillation": "bucketed",
     "pretraining": "padded",
 }
@@ -58,13 +59,15 @@ TASK_FAMILIES = tuple(BATCHING_BY_FAMILY)
 
 def task_family(task, model) -> str:
     """The family (`TASK_FAMILIES`) of what `model` trains on `task`: by its model
-    class (tagging, spans, multiple choice, a distiller, a pretrainer), else by the
+    class (tagging, spans, multiple choice, sentence embeddings, a distiller, a
+    pretrainer), else by the
     sentence task's settings (windows of long documents, regression, multi-label, pairs
     or single sentences)."""
     from keras_bert_zoo.models import (
         BertMultipleChoice,
         BertPretrainer,
         BertSpanLabeler,
+        BertTextGroupEmbedder,
         BertTokenClassifier,
     )
     from keras_bert_zoo.models.distillation import TaskDistiller
@@ -75,6 +78,7 @@ def task_family(task, model) -> str:
         (BertTokenClassifier, "tagging"),
         (BertSpanLabeler, "spans"),
         (BertMultipleChoice, "multiple_choice"),
+        (BertTextGroupEmbedder, "sentence_embedding"),
     )
     for model_class, family in by_model:
         if isinstance(model, model_class):

@@ -1,7 +1,9 @@
 """Fine-tuning tasks: one package per task family (`sentence`, `question_answering`,
-`tagging`, `multiple_choice`), each the only place that knows its data, its head, its
-metric and its answers (see `task.py` for the contract). The helpers they share live
-in `_shared.py`; no family imports another's.
+`tagging`, `multiple_choice`, `sentence_embedding`), each the only place that knows its
+data, its head, its metric and its answers (see `task.py` for the contract). The
+helpers they share live in `_shared.py`; no family imports another's, but
+`sentence_embedding` reads its TSV/CSV/JSONL files and options through `sentence`'s
+readers and file options (one reader, one meaning of `--input_format`).
 
 Importing this package registers every task family, so `create_task("glue/mrpc")` and
 `list_tasks()` see them all.
@@ -12,6 +14,7 @@ from keras_bert_zoo.tasks import (  # noqa: F401
     multiple_choice,  # SWAG, multiple_choice
     question_answering,  # SQuAD v1.1/v2.0, extractive_qa
     sentence,  # GLUE, text_classification
+    sentence_embedding,  # sentence_embedding (bi-encoders)
     tagging,  # CoNLL-2003 NER, token_classification
 )
 from keras_bert_zoo.tasks.datasets import batched_dataset, training_dataset_fn

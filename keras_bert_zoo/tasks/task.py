@@ -228,6 +228,20 @@ class Task(Servable, Distillable):
         """Cheap in-graph Keras metrics for progress bars; official ones are `evaluate`."""
         return []
 
+    def training_loss_fn(self):
+        """The `Trainer` loss function `f(model, x, y, sample_weight) -> (loss, y_pred)`
+        this task trains with, or None (default): the job's usual choice
+        (`runners.loss_and_weights.model_loss_fn`). A task whose loss needs another
+        forward pass (sentence embeddings' GradCache) returns its own."""
+        return None
+
+    def use_init_checkpoint(self, path: str) -> None:
+        """Called by the fine-tuning job with the resolved `--init_checkpoint` before the
+        model is built, for a task whose defaults come from the initial weights'
+        directory (sentence embeddings: a sentence-transformers model's pooling).
+        Default: nothing."""
+        del path
+
     # === Answers ===
 
     @abc.abstractmethod
