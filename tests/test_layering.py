@@ -28,6 +28,9 @@ The rules (README.md, "Architecture"):
   `TrainingOptions`.
 - `runners/` (the jobs behind `tools/run_*.py`) is the top floor: nothing in the package
   outside `runners/` imports it (`tools/` may).
+- `search/` (embedding a corpus, its index, re-ranking, hard negatives) sits above
+  `tasks/` and `serving/` (it embeds with their models and exports) and below
+  `runners/`: nothing in the package but `runners/` imports it (`tools/` may).
 - `utils/` is the ground floor: it imports nothing of the package but `utils/` itself (a
   helper that needs `models/` or `text/` lives with them).
 - `config.py` imports `utils/` and nothing above it: no `models/`, `text/`, `data/`,
@@ -110,6 +113,20 @@ class Rule:
 
 
 _LOOPS = frozenset({"training", "tasks", "serving", "runners"})
+# The floors above `search/`, which alone may import it.
+_ABOVE_SEARCH = frozenset({"search", "runners"})
+
+
+def _package_areas() -> frozenset[str]:
+    """Every area of the package: its subpackages, its top-level modules and the root."""
+    areas = {ROOT_AREA}
+    for path in PACKAGE_DIR.iterdir():
+        if path.is_dir() and (path / "__init__.py").is_file():
+            areas.add(path.name)
+        elif path.suffix == ".py" and path.stem != "__init__":
+            areas.add(path.stem)
+    return frozenset(areas)
+
 
 RULES = [
     Rule(
@@ -195,6 +212,15 @@ RULES = [
             "config.py imports utils/ and nothing above it (no layers/ beyond "
             "CONFIG_LAYERS_MODULES, no models/, text/, data/, checkpoints/, loops or the "
             "package root)"
+        ),
+    ),
+    Rule(
+        name="search_below_runners",
+        applies_to=_package_areas() - _ABOVE_SEARCH,
+        forbidden=frozenset({"search"}),
+        why=(
+            "search/ sits above tasks/ and serving/ and below runners/: nothing in the "
+            "package but runners/ imports it (and tools/)"
         ),
     ),
     Rule(
@@ -466,6 +492,29 @@ def test_the_data_and_ground_rules_catch_what_they_must():
     assert [i.target for i in found if rules["models"].breaks("models", i)] == [
         "keras_bert_zoo.utils.atomic"
     ]
+
+
+def test_the_search_rule_catches_what_it_must():
+    rule = next(rule for rule in RULES if rule.name == "search_below_runners")
+    assert {"tasks", "serving", "models", "utils", ROOT_AREA} <= rule.applies_to
+    assert not rule.applies("search") and not rule.applies("runners")
+    for area in ("tasks", "serving"):
+        found = imports_in(
+            "def f():\n    from keras_bert_zoo.search.index import load_index\n",
+            module=f"keras_bert_zoo.{area}.x",
+            is_package=False,
+            relative=f"keras_bert_zoo/{area}/x.py",
+        )
+        assert [rule.breaks(area, i) for i in found] == [True]
+    # search/ reading the tasks and the exports is the direction the floors run.
+    upward = imports_in(
+        "from keras_bert_zoo.tasks.saving import load_finetuned\n"
+        "from keras_bert_zoo.serving.loading import load_served_model\n",
+        module="keras_bert_zoo.search.embedders",
+        is_package=False,
+        relative="keras_bert_zoo/search/embedders.py",
+    )
+    assert not any(r.breaks("search", i) for r in RULES if r.applies("search") for i in upward)
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.name)
