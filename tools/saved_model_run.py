@@ -6,6 +6,9 @@ or CSV with the field names on its first line, or JSON lines (one object a line,
 {"field": "text"}). It prints each row's answers (probabilities also beside the label
 names the export describes), or with --output=json one JSON object a row and nothing
 else; --describe prints the export's signatures and ops first, --show_only alone.
+An embedding model's export (answer `embedding`) prints each vector's L2 norm and,
+after the rows, the matrix of cosines between the inputs (--output=json: the vectors);
+--signature=query / document embeds the texts with the export's prompts.
 The answers come from the SavedModel loaded with
 tf.saved_model.load, or from the C++ TF Serving loader program with --cpp_runner
 (build it with --build_cpp_runner=PATH). --saved_model may also name a LiteRT or ONNX
@@ -21,6 +24,8 @@ Usage:
   python tools/saved_model_run.py --saved_model=exports/sst2 --input_file=reviews.csv \
       --output=json
   python tools/saved_model_run.py --saved_model=exports/sst2 --show_only
+  python tools/saved_model_run.py --saved_model=exports/minilm \
+      --input="sentence=A man is eating food." --input="sentence=A man eats a meal."
   python tools/saved_model_run.py --saved_model=hub/bert --show_only  # a hub pair
   python tools/saved_model_run.py --saved_model=exports/sst2_litert/model.tflite \
       --input="sentence=a gripping, funny film"

@@ -17,8 +17,12 @@ VERSION/
 ```
 
 Signatures (signatures.py): `serving_default` (raw strings -> answers), `serve_ids`
-(ids -> raw head outputs) and, for a task that declares a `serving_api`,
-`serve_examples` (serialized `tf.Example` -> TF Serving's Classify/Regress API shape).
+(ids -> raw head outputs), the task's `extra_signatures` (raw strings, as
+`serving_default`: an embedding model's `query` and `document`, which prepend their
+prompts) and, for a task that declares a `serving_api`, `serve_examples` (serialized
+`tf.Example` -> TF Serving's Classify/Regress API shape). The model they run is the
+task's `serving_model` of the trained one (an embedding model's: ids -> `embedding`,
+cut to `truncate_dim` components when given).
 Label names, sequence length, window stride, thresholds: every setting is a constant
 in the graph.
 
@@ -342,7 +346,8 @@ class SavedModelExporter(Exporter):
     Options: `model_name` (default: the source's, the task name of a fine-tuned
     model), `version` (default one more than the highest existing), `overwrite`,
     `warmup_file` / `warmup_inputs` (default `common.DEFAULT_WARMUP_TEXTS`),
-    `precision` (`precision.py`), `padding_free` (`padding_free.py`), `tokenizer_ops`
+    `precision` (`precision.py`), `padding_free` (`padding_free.py`), `truncate_dim`
+    (embedding models: the vectors' first components, `common.TRUNCATE_DIM`), `tokenizer_ops`
     (`"core"`: the graph holds core TensorFlow ops only, it loads with no
     tensorflow-text) and `verify` (reload and compare before publishing).
     """
