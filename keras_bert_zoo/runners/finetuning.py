@@ -419,6 +419,8 @@ class FinetuningJob(Job):
                 config = dataclasses.replace(config, do_lower_case=description["lowercase"])
             self.tokenizer = sources.tokenizer_of(source, config.vocab_file, config.do_lower_case)
             self.task = run_outputs.create_task(task_name, config, description)
+            if description is None:
+                self.task.use_init_checkpoint(source.path)
             model = source.load_task_model(self.task, f"--mode={config.mode}")
             step = None
         else:

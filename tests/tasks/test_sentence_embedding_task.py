@@ -258,10 +258,15 @@ def _sentence_transformers_dir(path, pooling_flag, normalize):
 
 def test_pooling_and_normalize_from_the_init_checkpoint_unless_given(tmp_path):
     directory = _sentence_transformers_dir(tmp_path / "st", "pooling_mode_cls_token", False)
+    (tmp_path / "st" / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 48}))
     task = make_task()
     assert (task.pooling, task.normalize) == ("mean", True)
     task.use_init_checkpoint(directory)
     assert (task.pooling, task.normalize) == ("cls", False)
+    assert task.max_seq_length == SEQUENCE_LENGTH  # given: kept
+    unset = tasks.create_task("sentence_embedding")
+    unset.use_init_checkpoint(directory)
+    assert unset.max_seq_length == 48
     given = make_task(pooling="max", normalize_embeddings="true")
     given.use_init_checkpoint(directory)
     assert (given.pooling, given.normalize) == ("max", True)

@@ -109,6 +109,8 @@ class SentenceEmbeddingTask(Task):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        # A length not given takes the init checkpoint's (`use_init_checkpoint`).
+        self._length_given = kwargs.get("max_seq_length") is not None
         self.settings = read_settings(self.option_values)
         self.files = EmbeddingFiles(
             self.task_name, self.data_dir, self.option_values, self.settings, encoding=self.encoding
@@ -140,8 +142,9 @@ class SentenceEmbeddingTask(Task):
         }
 
     def use_init_checkpoint(self, path: str) -> None:
-        """Takes the pooling and normalization the options leave open from the
-        sentence-transformers settings of `path` (`modules.json`), when it has them."""
+        """Takes the pooling, normalization and (without `max_seq_length`) the length
+        the options leave open from the sentence-transformers settings of `path`
+        (`modules.json`, `sentence_bert_config.json`), when it has them."""
         from keras_bert_zoo.checkpoints.sentence_transformers import (
             read_sentence_transformers_settings,
         )
@@ -153,6 +156,8 @@ class SentenceEmbeddingTask(Task):
             self._pooling = settings.pooling
         if self._normalize is None:
             self._normalize = settings.normalize
+        if not self._length_given and settings.max_seq_length:
+            self.max_seq_length = int(settings.max_seq_length)
 
     @property
     def training_data(self) -> str:
