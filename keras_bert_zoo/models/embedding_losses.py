@@ -25,8 +25,11 @@ gradient on the global batch (for replicas of equal batches, as Keras' own mean)
 Under a strategy of several replicas the all-gather is a synchronization point
 (`merge_call`): the loss must run in the function `strategy.run` runs, not inside a
 `tf.function` nested in it (an XLA-compiled forward pass) nor in a `tf.while_loop`
-body (micro-batches of gradient accumulation); TensorFlow raises "`merge_call` called
-while defining a new graph" there. On one replica nothing is gathered and both work.
+body; TensorFlow raises "`merge_call` called while defining a new graph" there. Each
+loss says what its rows read with `batch_scope` (`"global"`: gathered; `"replica"`:
+its replica's batch), from which the training step (`training.step`) keeps it out of
+XLA under several replicas and refuses gradient accumulation (whose micro-batches
+would each see only their own negatives).
 
 `models.gradient_cache.cached_loss_and_gradients` computes any of these losses and
 its gradients chunk by chunk of the batch (GradCache), for batches of in-batch
@@ -106,6 +109,10 @@ def _texts(y_pred, needed: int, loss_name: str):
         )
 
 
+def _scope(gather_across_replicas: bool) -> str:
+    return "global" if gather_across_replicas else "replica"
+
+
 def _check_scores(loss, y_true):
     if y_true is None and not isinstance(loss, MultipleNegativesRankingLoss):
         raise UserError(f"{type(loss).__name__} reads the pairs' scores: y_true is None")
@@ -179,6 +186,11 @@ class MultipleNegativesRankingLoss(keras.losses.Loss):
             loss = 0.5 * (loss + tf.nn.sparse_softmax_cross_entropy_with_logits(labels, backward))
         return loss
 
+    @property
+    def batch_scope(self) -> str:
+        """What a row's loss reads: the global batch, or its replica's."""
+        return _scope(self.gather_across_replicas)
+
     def get_config(self):
         return {
             **super().get_config(),
@@ -248,6 +260,11 @@ class CoSENTLoss(keras.losses.Loss):
         terms = tf.boolean_mask(differences, ordered)
         loss = tf.reduce_logsumexp(tf.concat([tf.zeros([1], terms.dtype), terms], 0))
         return loss / tf.cast(_num_replicas(), loss.dtype)
+
+    @property
+    def batch_scope(self) -> str:
+        """What the loss ranks: the global batch's pairs, or its replica's."""
+        return _scope(self.gather_across_replicas)
 
     def get_config(self):
         config = super().get_config()
@@ -343,6 +360,11 @@ class MatryoshkaLoss(keras.losses.Loss):
         for dim, weight in zip(self.dims, self.weights, strict=True):
             total += weight * self.loss.call(y_true, y_pred[..., :dim])
         return total
+
+    @property
+    def batch_scope(self) -> str:
+        """The inner loss's (`"row"` for a loss of independent rows)."""
+        return getattr(self.loss, "batch_scope", "row")
 
     def get_config(self):
         config = super().get_config()

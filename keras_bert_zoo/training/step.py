@@ -38,6 +38,22 @@ and dropped to read the element spec the model is built from (`probe_input`).
 
 A non-finite loss (or, without loss scaling, a non-finite gradient norm) is found by
 `check_finite` after each loop and raises `NonFiniteLossError` naming the first bad step.
+
+Losses over the whole batch (in-batch negatives, CoSENT's ranking of pairs): a compiled
+loss whose rows read the other rows of the batch says so with its `batch_scope`
+attribute, `"replica"` (this replica's batch) or `"global"` (the global batch, which
+it all-gathers across replicas; `models.embedding_losses`). Two consequences:
+
+- Gradient accumulation is refused: each micro-batch would see only its own rows as
+  negatives, not the batch's. Gradient caching (`models.gradient_cache`) is the tool
+  for a batch of negatives larger than memory.
+- Under several replicas the all-gather is a `merge_call`, which TensorFlow (2.21)
+  refuses in a `tf.function` nested in `strategy.run` (for all its strategies but TPU:
+  `ReplicaContext.all_gather` always merges, and on CPUs so does `all_reduce`), so XLA
+  cannot compile a forward and backward pass that contains the loss. With
+  `jit_compile` XLA then compiles the model's forward pass alone (and, through the
+  function's gradient, its backward pass: `XlaForwardModel`), and the loss with its
+  all-gather runs in the replica function.
 """
 
 from __future__ import annotations
@@ -164,6 +180,60 @@ def split_micro_batches(data, steps: int):
     return tf.nest.map_structure(split, data)
 
 
+# A compiled loss's `batch_scope` (see the module docstring); a loss without one is a
+# mean of independent rows.
+ROW_SCOPE, REPLICA_SCOPE, GLOBAL_SCOPE = "row", "replica", "global"
+
+
+def batch_scopes(model: keras.Model) -> dict[str, str]:
+    """`{loss name: batch_scope}` of `model`'s compiled losses that read more than their
+    own row (`"replica"` or `"global"`)."""
+    scopes = {}
+    for loss in tf.nest.flatten(getattr(model, "loss", None)):
+        scope = getattr(loss, "batch_scope", ROW_SCOPE)
+        if scope != ROW_SCOPE:
+            scopes[getattr(loss, "name", type(loss).__name__)] = scope
+    return scopes
+
+
+def check_accumulation(model: keras.Model, gradient_accumulation_steps: int) -> None:
+    """Raises `UserError` when `model`'s loss reads the whole batch and the step would
+    split the batch into micro-batches."""
+    scopes = batch_scopes(model)
+    if gradient_accumulation_steps > 1 and scopes:
+        raise UserError(
+            f"gradient_accumulation_steps={gradient_accumulation_steps} cannot train "
+            f"{', '.join(scopes)}: its rows read the whole batch (in-batch negatives), and "
+            "each micro-batch would see only its own; for a large batch on small memory "
+            "use --gradient_cache_chunk_size instead (gradient caching)"
+        )
+
+
+class XlaForwardModel:
+    """`model`, whose forward pass `model(x, training=...)` XLA compiles (its gradient
+    too: a tape differentiates a compiled function through its compiled gradient
+    function); every other attribute is the model's.
+
+    The training step passes it to the loss function in place of the model when the
+    loss must stay outside XLA (the module docstring).
+
+    Args:
+        model: the Keras model.
+    """
+
+    def __init__(self, model: keras.Model):
+        self._model = model
+        self._forward = tf.function(
+            lambda x, training: model(x, training=training), jit_compile=True
+        )
+
+    def __call__(self, x, training=None):
+        return self._forward(x, training)
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+
 class TrainStep:
     """Builds the compiled loop of training steps (see the module docstring).
 
@@ -197,6 +267,11 @@ class TrainStep:
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self.jit_compile = jit_compile
         self.optimizer, self.loss_scale_optimizer = step_optimizers(model)
+        check_accumulation(model, gradient_accumulation_steps)
+        # The loss all-gathers: XLA may compile the model's passes, not the loss.
+        self.gathers = strategy.num_replicas_in_sync > 1 and GLOBAL_SCOPE in set(
+            batch_scopes(model).values()
+        )
         with strategy.scope():
             self.global_step = tf.Variable(
                 0,
@@ -210,8 +285,10 @@ class TrainStep:
         with tf.device("/cpu:0"):
             self.stop_requested = tf.Variable(False, trainable=False, name="stop_requested")
 
-    def _compute_gradients_fn(self):
+    def _compute_gradients_fn(self, forward_model=None):
         model = self.model
+        # What the loss function runs the forward pass of (`XlaForwardModel`, or the model).
+        forward_model = forward_model or model
         variables = model.trainable_variables
         loss_scale = self.loss_scale_optimizer
         steps = self.gradient_accumulation_steps
@@ -219,7 +296,7 @@ class TrainStep:
         def forward_backward(data):
             x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
             with tf.GradientTape() as tape:
-                loss, y_pred = self.loss_fn(model, x, y, sample_weight)
+                loss, y_pred = self.loss_fn(forward_model, x, y, sample_weight)
                 loss = tf.cast(loss, tf.float32)
                 scaled = loss * loss_scale.dynamic_scale if loss_scale is not None else loss
             gradients = tape.gradient(scaled, variables)
@@ -263,10 +340,13 @@ class TrainStep:
         optimizer = self.optimizer
         loss_scale = self.loss_scale_optimizer
         num_replicas = self.strategy.num_replicas_in_sync
-        compute_gradients = self._compute_gradients_fn()
         on_tpu = isinstance(self.strategy, tf.distribute.TPUStrategy)
-        if self.jit_compile and not whole_step_jit and not on_tpu:
-            compute_gradients = tf.function(compute_gradients, jit_compile=True)
+        if self.jit_compile and not whole_step_jit and not on_tpu and self.gathers:
+            compute_gradients = self._compute_gradients_fn(XlaForwardModel(self.model))
+        else:
+            compute_gradients = self._compute_gradients_fn()
+            if self.jit_compile and not whole_step_jit and not on_tpu:
+                compute_gradients = tf.function(compute_gradients, jit_compile=True)
 
         def apply_if_finite(strategy, gradients, present_variables, finite):
             # Cross-replica context, as in Keras' LossScaleOptimizer: a `cond` whose
