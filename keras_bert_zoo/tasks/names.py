@@ -20,6 +20,7 @@ TASK_NAMES = (
     "glue/stsb",
     "glue/wnli",
     "multiple_choice",
+    "sentence_embedding",
     "squad_v1.1",
     "squad_v2.0",
     "swag",

@@ -50,7 +50,7 @@ def scored_pairs(count: int, seed: int = 1) -> list[tuple[str, str, float]]:
 def write_table(path, header, rows, delimiter="\t") -> str:
     """A TSV/CSV file (CSV quoting), `header` None for none."""
     path = str(path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f, delimiter=delimiter, lineterminator="\n")
         if header is not None:
@@ -61,7 +61,7 @@ def write_table(path, header, rows, delimiter="\t") -> str:
 
 def write_jsonl(path, records) -> str:
     path = str(path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         for record in records:
             f.write((record if isinstance(record, str) else json.dumps(record)) + "\n")

@@ -14,8 +14,9 @@ import sys
 import numpy as np
 import pytest
 
-from keras_bert_zoo import tasks
-from keras_bert_zoo.runners.finetuning import run_finetuning
+from keras_bert_zoo import from_pretrained, tasks
+from keras_bert_zoo.models import BertTextGroupEmbedder
+from keras_bert_zoo.runners.finetuning import FinetuningJob, run_finetuning
 from keras_bert_zoo.text import BertPreprocessor
 from keras_bert_zoo.utils.errors import UserError
 
@@ -161,3 +162,41 @@ def test_a_resume_refuses_another_loss_or_scale(trained, option, value):
     changed = type(config)(**{**config.__dict__, "task_options": options})
     with pytest.raises(UserError, match=rf"other settings: {option} \S+ -> "):
         run_finetuning(changed)
+
+
+def test_gradient_cache_trains_the_same_weights_through_the_job(trained, tmp_path):
+    """`gradient_cache_chunk_size` trains through the task's `training_loss_fn` (GradCache):
+    the same steps as one pass over each batch, to float rounding (without dropout: a
+    chunk draws other masks than the whole batch)."""
+    _, config, _ = trained
+    checkpoint = helpers.write_tiny_checkpoint(
+        tmp_path / "bert", fixtures.VOCABULARY, hidden_dropout=0.0, attention_dropout=0.0
+    )
+    texts = [text for row in fixtures.triplets(4, seed=5) for text in row]
+    vectors = {}
+    for chunk_size in (0, 3):
+        options = {
+            "train_file": config.task_options["train_file"],
+            "gradient_cache_chunk_size": chunk_size,
+        }
+        run_config = helpers.quick_config(
+            task="sentence_embedding",
+            init_checkpoint=checkpoint,
+            output_dir=str(tmp_path / f"chunks_{chunk_size}"),
+            mode="train",
+            train_batch_size=8,
+            num_train_steps=4,
+            max_seq_length=SEQUENCE_LENGTH,
+            do_lower_case=True,
+            task_options=options,
+        )
+        result = run_finetuning(run_config)
+        job = FinetuningJob(run_config)
+        job.task = result.task
+        loss_fn = job.loss_fn(result.model)
+        assert (loss_fn.__qualname__.split(".")[0] == "gradient_cache_loss_fn") == bool(chunk_size)
+        vectors[chunk_size] = embed(result.model, result.tokenizer, texts)
+    np.testing.assert_allclose(vectors[3], vectors[0], atol=1e-4)
+    # And the steps trained: the checkpoint's own vectors are others.
+    initial = from_pretrained(checkpoint, model=BertTextGroupEmbedder)
+    assert not np.allclose(vectors[0], embed(initial, result.tokenizer, texts), atol=1e-3)

@@ -70,6 +70,10 @@ from keras_bert_zoo.tasks.sentence_embedding.reader import (
     EmbeddingExample,
     EmbeddingFiles,
 )
+from keras_bert_zoo.tasks.sentence_embedding.serving import (
+    EMBEDDING_TEXT_FIELD,
+    EmbeddingServing,
+)
 from keras_bert_zoo.tasks.task import Task
 from keras_bert_zoo.utils.errors import UserError
 
@@ -94,14 +98,18 @@ class EmbeddingAnswer:
 
 
 @register_task("sentence_embedding")
-class SentenceEmbeddingTask(Task):
+class SentenceEmbeddingTask(EmbeddingServing, Task):
     """Sentence embeddings (bi-encoders): see the module docstring.
 
     Splits: `train` (`train_file`), `dev` (`eval_file`, or `queries_file` +
     `corpus_file` + `qrels_file`), `test` (`predict_file`, the texts to embed).
+
+    Served by `serving.EmbeddingServing`: `serving_default` takes raw texts `sentence`
+    and answers `embedding` (float32 `[batch, dim]`, the texts as given), the `query`
+    and `document` signatures prepend the task's prompts (when set).
     """
 
-    text_fields = ("sentence",)
+    text_fields = (EMBEDDING_TEXT_FIELD,)
     higher_is_better = True
     options = SENTENCE_EMBEDDING_OPTIONS
     default_max_seq_length = 128
@@ -140,6 +148,16 @@ class SentenceEmbeddingTask(Task):
             QUERY: self.option_values["query_prompt"] or "",
             DOCUMENT: self.option_values["document_prompt"] or "",
         }
+
+    @property
+    def query_prompt(self) -> str | None:
+        """The anchor/query prefix, or None (what the export's `query` signature adds)."""
+        return self.prompts[QUERY] or None
+
+    @property
+    def document_prompt(self) -> str | None:
+        """The document prefix, or None (the export's `document` signature adds it)."""
+        return self.prompts[DOCUMENT] or None
 
     def use_init_checkpoint(self, path: str) -> None:
         """Takes the pooling, normalization and (without `max_seq_length`) the length
@@ -385,18 +403,3 @@ class SentenceEmbeddingTask(Task):
         self._pooling, self._normalize = state["pooling"], bool(state["normalize"])
         if state["training_data"] is not None:
             self._training_data = state["training_data"]
-
-    # === Serving ===
-
-    def serving_outputs(self, model, preprocessor):
-        """`fn(sentence)`: raw texts `[batch]` -> `{"embedding": float32 [batch, dim]}`,
-        the texts as given (`serving.embedding_serving_outputs`; the prompts are
-        recorded in the task's state)."""
-        from keras_bert_zoo.tasks.sentence_embedding.serving import embedding_serving_outputs
-
-        return embedding_serving_outputs(
-            model,
-            preprocessor,
-            query_prompt=self.prompts[QUERY] or None,
-            document_prompt=self.prompts[DOCUMENT] or None,
-        )
