@@ -6,6 +6,7 @@ Jiao et al., 2020):
 ```
 loss = hard_label_weight   * task_loss(labels, student)             unlabelled rows weigh 0
      + soft_target_weight  * T^2 * KL(softmax(teacher / T) || softmax(student / T))
+                                   (or, for vectors, MSE(teacher_vectors, student_vectors V))
      + hidden_state_weight * MSE(teacher_block[t], student_block[s] W)   for (s, t) in the layer map
      + attention_weight    * KL(teacher_attention[t] || student_attention[s])
 ```
@@ -17,7 +18,11 @@ times their share of the batch; the other terms average over every row.
 The soft-target term takes the form of the task's outputs (`tasks.base.SOFT_TARGET_KINDS`):
 a distribution per row over classes or choices, per real token over tag classes, per
 span head over the real positions; independent sigmoids for multi-label heads; the
-teacher's score by squared error for regression. `W` is a learned projection when the
+teacher's score by squared error for regression; an embedding model's vectors by
+their mean squared error (sentence-transformers' `MSELoss`, Reimers & Gurevych, 2020),
+through `V`, a learned projection to the teacher's width when the student's vectors
+are narrower or wider (used by the loss alone: the student serves its own vectors).
+`W` is a learned projection when the
 student's hidden size differs from the teacher's (TinyBERT's `W_h`, one for every
 mapped layer); attention distributions are recomputed from each mapped block's input
 with its own query and key projections, so the encoder's outputs stay what serving
@@ -56,7 +61,10 @@ LABELS = "labels"
 SCORE = "score"
 POSITIONS = "positions"
 TOKEN_CLASSES = "token_classes"
-KINDS = (CLASSES, LABELS, SCORE, POSITIONS, TOKEN_CLASSES)
+VECTORS = "vectors"
+KINDS = (CLASSES, LABELS, SCORE, POSITIONS, TOKEN_CLASSES, VECTORS)
+# Matched by squared error, without a temperature.
+_REGRESSED = (SCORE, VECTORS)
 _PER_TOKEN = (POSITIONS, TOKEN_CLASSES)
 
 # A logit no real position comes near: padded positions leave the span distributions.
@@ -79,7 +87,8 @@ def _kl_from_logits(teacher_logits, student_logits, axis=-1):
 class SoftTargetLoss(keras.losses.Loss):
     """The teacher's outputs as soft targets: `T^2 * KL` of the temperature-scaled
     distributions (the gradient then keeps its size as T changes, Hinton et al.), or the
-    squared error to the teacher's score.
+    squared error to the teacher's score, or to its vectors (`vectors`: the mean over the
+    vector's width of `[..., dim]` outputs, one term per vector, e.g. `[batch, texts]`).
 
     Called as `loss(teacher_outputs, student_outputs, sample_weight=mask)`; for
     `token_classes` and `positions` outputs, `sample_weight` is the input mask
@@ -104,7 +113,7 @@ class SoftTargetLoss(keras.losses.Loss):
     def call(self, y_true, y_pred):
         teacher = tf.cast(y_true, tf.float32)
         student = tf.cast(y_pred, tf.float32)
-        if self.kind == SCORE:
+        if self.kind in _REGRESSED:
             return tf.reduce_mean(tf.square(student - teacher), axis=-1)
         scale = self.temperature**2
         teacher = teacher / self.temperature
@@ -235,14 +244,26 @@ def copy_weights(teacher, student, layers: Sequence[int]) -> None:
             source.transformer_layers[teacher_index].get_weights()
         )
     target.pooler_dense.set_weights(source.pooler_dense.get_weights())
-    # The heads: every layer of the task model besides its encoder and inputs.
-    teacher_heads = {layer.name: layer for layer in teacher.layers if layer.weights}
-    for layer in student.layers:
-        if layer is target or not layer.weights:
+    teacher_heads = _head_layers(teacher, source)
+    for name, layer in _head_layers(student, target).items():
+        if name not in teacher_heads:
+            raise UserError(f"the teacher has no layer {name!r} for the student's head")
+        layer.set_weights(teacher_heads[name].get_weights())
+
+
+def _head_layers(model, encoder) -> dict[str, Any]:
+    """`{name: layer}` of the heads of `model`: every layer with weights besides
+    `encoder`. A nested model that holds the encoder (an embedding model's
+    `BertSentenceEmbedder` inside its `BertTextGroupEmbedder`) is searched in turn."""
+    heads = {}
+    for layer in model.layers:
+        if layer is encoder or not layer.weights:
             continue
-        if layer.name not in teacher_heads:
-            raise UserError(f"the teacher has no layer {layer.name!r} for the student's head")
-        layer.set_weights(teacher_heads[layer.name].get_weights())
+        if isinstance(layer, keras.Model) and any(inner is encoder for inner in layer.layers):
+            heads.update(_head_layers(layer, encoder))
+        else:
+            heads[layer.name] = layer
+    return heads
 
 
 # === The model that trains the student ===
@@ -277,7 +298,9 @@ class TaskDistiller(keras.Model):
 
     `call` is the student's; `compute_loss` adds the terms of the module docstring. The
     teacher is frozen and not tracked: training checkpoints hold the student and the
-    hidden-state projection only. Compile it with the task's loss (the hard-label term).
+    projections only (`hidden_state_projection`; `vector_projection`, for `vectors`
+    soft targets when the student's vectors are not the teacher's width). Compile it
+    with the task's loss (the hard-label term).
 
     Args:
         teacher: the fine-tuned task model.
@@ -343,6 +366,11 @@ class TaskDistiller(keras.Model):
             lambda kind: SoftTargetLoss(kind, temperature), soft_targets
         )
         self.projection = None
+        if self.uses_blocks and VECTORS in keras.tree.flatten(soft_targets):
+            raise UserError(
+                "--hidden_state_weight and --attention_weight read a task model's encoder "
+                "blocks; an embedding student learns the teacher's vectors (keep them 0)"
+            )
         if self.uses_blocks:
             student_layers = len(student.encoder.transformer_layers)
             teacher_layers = len(teacher.encoder.transformer_layers)
@@ -365,8 +393,23 @@ class TaskDistiller(keras.Model):
                     teacher_width, name="hidden_state_projection", dtype="float32"
                 )
                 self.projection.build((None, None, student_width))
+        self.vector_projection = self._vector_projection(teacher, student)
         self.hidden_state_loss = HiddenStateLoss()
         self.attention_loss = AttentionLoss()
+
+    def _vector_projection(self, teacher, student):
+        """The Dense layer from the student's vectors to the teacher's width, when a
+        `vectors` soft target has two widths; else None."""
+        if not self.soft_target_weight or VECTORS not in keras.tree.flatten(self.soft_targets):
+            return None
+        if isinstance(self.soft_targets, dict):
+            raise UserError("vectors soft targets are one output's, not an output dict's")
+        student_width, teacher_width = student.output.shape[-1], teacher.output.shape[-1]
+        if student_width == teacher_width:
+            return None
+        projection = keras.layers.Dense(teacher_width, name="vector_projection", dtype="float32")
+        projection.build((None, student_width))
+        return projection
 
     def call(self, inputs, training=None):
         if isinstance(inputs, dict) and TEACHER_OUTPUTS in inputs:
@@ -427,6 +470,8 @@ class TaskDistiller(keras.Model):
                 return loss(teacher, student)
             if loss.kind == TOKEN_CLASSES:
                 return loss(teacher, student, sample_weight=tf.cast(mask, tf.float32))
+            if loss.kind == VECTORS and self.vector_projection is not None:
+                student = self.vector_projection(tf.cast(student, tf.float32))
             return loss(teacher, student)
 
         if isinstance(self.soft_losses, dict):

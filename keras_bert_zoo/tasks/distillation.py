@@ -5,6 +5,7 @@ student's soft targets, and the unlabelled examples the teacher labels.
 task.soft_targets()          -> a `SOFT_TARGET_KINDS` kind per model output
 task.read_transfer_file(p)   -> unlabelled examples (`transfer-{n}`) of the transfer set
 task.transfer_example(...)   -> one such example from a line's `text_fields`
+task.check_distillation(...) -> refuses the settings the task cannot distil with
 ```
 
 `Task` (`tasks.task`) extends `Distillable`, as it extends `Servable` for the serving
@@ -32,7 +33,10 @@ from keras_bert_zoo.tasks._shared import read_tab_separated_fields
 # * "token_classes": softmax over the last axis at every position of
 #   `[batch, seq_len, num_classes]` logits, averaged over the real tokens
 #   (`input_mask == 1`) (tagging).
-SoftTargetKind = Literal["classes", "labels", "score", "positions", "token_classes"]
+# * "vectors": an embedding model's vectors `[..., dim]`, matched by their mean squared
+#   error, through a learned projection when the student's width is not the teacher's
+#   (sentence embeddings).
+SoftTargetKind = Literal["classes", "labels", "score", "positions", "token_classes", "vectors"]
 
 # The names are the distillation losses' own (`models.distillation.KINDS`).
 SOFT_CLASSES: SoftTargetKind = distillation.CLASSES
@@ -40,6 +44,7 @@ SOFT_LABELS: SoftTargetKind = distillation.LABELS
 SOFT_SCORE: SoftTargetKind = distillation.SCORE
 SOFT_POSITIONS: SoftTargetKind = distillation.POSITIONS
 SOFT_TOKEN_CLASSES: SoftTargetKind = distillation.TOKEN_CLASSES
+SOFT_VECTORS: SoftTargetKind = distillation.VECTORS
 SOFT_TARGET_KINDS: tuple[str, ...] = distillation.KINDS
 
 # The example id of the n-th example (from 0) of `Distillable.read_transfer_file`.
@@ -78,6 +83,18 @@ class Distillable:
         raise NotImplementedError(
             f"{type(self).__name__} declares no soft targets; distillation needs them"
         )
+
+    def check_distillation(self, *, hard_label_weight: float) -> None:
+        """Refuses, in one line naming the flag, distillation settings the task cannot
+        train with (the default accepts every setting).
+
+        Args:
+            hard_label_weight: `--hard_label_weight`, the task's own loss's weight.
+
+        Raises:
+            UserError: the settings cannot work for this task.
+        """
+        del hard_label_weight
 
     def read_transfer_file(self, path: str) -> list:
         """Unlabelled in-domain examples for a teacher to label (distillation's transfer

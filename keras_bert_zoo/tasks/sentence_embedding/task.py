@@ -52,6 +52,7 @@ import tensorflow as tf
 
 from keras_bert_zoo.tasks.registry import register_task
 from keras_bert_zoo.tasks.sentence_embedding import evaluation
+from keras_bert_zoo.tasks.sentence_embedding.distillation import EmbeddingDistillation
 from keras_bert_zoo.tasks.sentence_embedding.features import EXAMPLE_INDEX, embedding_features
 from keras_bert_zoo.tasks.sentence_embedding.options import (
     COSENT,
@@ -98,7 +99,7 @@ class EmbeddingAnswer:
 
 
 @register_task("sentence_embedding")
-class SentenceEmbeddingTask(EmbeddingServing, Task):
+class SentenceEmbeddingTask(EmbeddingDistillation, EmbeddingServing, Task):
     """Sentence embeddings (bi-encoders): see the module docstring.
 
     Splits: `train` (`train_file`), `dev` (`eval_file`, or `queries_file` +
