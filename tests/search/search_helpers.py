@@ -94,3 +94,32 @@ def save_pair_classifier(root: pathlib.Path, directory: pathlib.Path, seed: int 
     tokenizer = BertTokenizer(VOCABULARY, lowercase=True)
     tasks.save_finetuned(str(directory), task, model, tokenizer)
     return task, model, tokenizer
+
+
+def unit_rows(x):
+    """Rows scaled to norm 1."""
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def brute_force_negatives(anchors, candidates, positive_scores, excluded, settings):
+    """The mining rules restated: every candidate scored in float64 and sorted (ties in
+    candidate order), the excluded dropped, then `skip_top`, `max_score` and `margin`
+    applied in turn; a row's first `num_negatives`, or None when fewer are left."""
+    cosines = unit_rows(anchors).astype(np.float64) @ unit_rows(candidates).astype(np.float64).T
+    mined = []
+    for row, scores in enumerate(cosines):
+        ranked = [c for c in np.argsort(-scores, kind="stable") if c not in excluded[row]]
+        kept = []
+        for rank, candidate in enumerate(ranked):
+            score = scores[candidate]
+            if rank < settings.skip_top:
+                continue
+            if settings.max_score is not None and score > settings.max_score:
+                continue
+            if settings.margin is not None and score > positive_scores[row] - settings.margin:
+                continue
+            kept.append(int(candidate))
+        mined.append(
+            kept[: settings.num_negatives] if len(kept) >= settings.num_negatives else None
+        )
+    return mined

@@ -8,35 +8,11 @@ import json
 
 import numpy as np
 import pytest
+import search_helpers
 
 from keras_bert_zoo.search import mining
 from keras_bert_zoo.tasks.sentence.readers import InputFileError
 from keras_bert_zoo.utils.errors import UserError
-
-
-def _unit(x):
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
-
-
-def _brute_force(anchors, candidates, positive_scores, excluded, settings):
-    cosines = _unit(anchors).astype(np.float64) @ _unit(candidates).astype(np.float64).T
-    mined = []
-    for row, scores in enumerate(cosines):
-        ranked = [c for c in np.argsort(-scores, kind="stable") if c not in excluded[row]]
-        kept = []
-        for rank, candidate in enumerate(ranked):
-            score = scores[candidate]
-            if rank < settings.skip_top:
-                continue
-            if settings.max_score is not None and score > settings.max_score:
-                continue
-            if settings.margin is not None and score > positive_scores[row] - settings.margin:
-                continue
-            kept.append(int(candidate))
-        mined.append(
-            kept[: settings.num_negatives] if len(kept) >= settings.num_negatives else None
-        )
-    return mined
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +21,11 @@ def problem():
     candidates = rng.standard_normal((120, 12)).astype(np.float32)
     positives = rng.integers(0, 120, 40)
     anchors = candidates[positives] + 0.6 * rng.standard_normal((40, 12)).astype(np.float32)
-    cosines = np.sum(_unit(anchors).astype(np.float64) * _unit(candidates[positives]), axis=1)
+    cosines = np.sum(
+        search_helpers.unit_rows(anchors).astype(np.float64)
+        * search_helpers.unit_rows(candidates[positives]),
+        axis=1,
+    )
     # Each anchor's positive and a second, random one: neither may come back.
     excluded = [{int(p), int(q)} for p, q in zip(positives, rng.integers(0, 120, 40), strict=True)]
     return anchors, candidates, cosines, excluded
@@ -66,11 +46,11 @@ def problem():
 def test_negatives_equal_the_brute_force_restatement(problem, settings):
     anchors, candidates, cosines, excluded = problem
     got = mining.mine_hard_negatives(anchors, candidates, cosines, excluded, settings)
-    want = _brute_force(anchors, candidates, cosines, excluded, settings)
+    want = search_helpers.brute_force_negatives(anchors, candidates, cosines, excluded, settings)
     assert got == want
     found = [row for row in got if row is not None]
     assert len(found) >= 30  # the rules leave most rows their negatives
-    scores = _unit(anchors) @ _unit(candidates).T
+    scores = search_helpers.unit_rows(anchors) @ search_helpers.unit_rows(candidates).T
     for row, negatives in enumerate(got):
         if negatives is None:
             continue
