@@ -200,3 +200,32 @@ def test_gradient_cache_trains_the_same_weights_through_the_job(trained, tmp_pat
     # And the steps trained: the checkpoint's own vectors are others.
     initial = from_pretrained(checkpoint, model=BertTextGroupEmbedder)
     assert not np.allclose(vectors[0], embed(initial, result.tokenizer, texts), atol=1e-3)
+
+
+def test_the_finetuned_directory_exports_raw_text_to_its_vectors(trained, tmp_path):
+    """The run's `finetuned/` as a TF Serving SavedModel: `serving_default` answers the
+    vectors of the texts as given, `query` those of the texts after the task's
+    `query_prompt`, as the reloaded model's embedder gives them; export.json records
+    the prompt."""
+    import tensorflow as tf
+
+    from keras_bert_zoo import serving
+
+    _, config, result = trained
+    exported = serving.export(
+        str(pathlib.Path(config.output_dir) / "finetuned"), str(tmp_path), model_name="emb"
+    )
+    assert {"serving_default", "serve_ids", "query"} <= set(exported.signatures)
+    assert exported.description["task"]["query_prompt"] == "query: "
+    loaded = tf.saved_model.load(exported.path)
+    texts = ["a cat is on the mat", "the river is quiet"]
+    served = loaded.signatures["serving_default"](sentence=tf.constant(texts))["embedding"]
+    np.testing.assert_allclose(
+        served.numpy(), embed(result.model, result.tokenizer, texts), atol=1e-5
+    )
+    queried = loaded.signatures["query"](sentence=tf.constant(texts))["embedding"]
+    np.testing.assert_allclose(
+        queried.numpy(),
+        embed(result.model, result.tokenizer, ["query: " + text for text in texts]),
+        atol=1e-5,
+    )

@@ -380,6 +380,17 @@ class SentenceEmbeddingTask(EmbeddingDistillation, EmbeddingServing, Task):
             "document_prompt": self.prompts[DOCUMENT],
         }
 
+    def description(self, tokenizer) -> dict[str, Any]:
+        """`Task.description` and, as a pretrained embedding export records them, the
+        prompts, pooling and normalization at its top (what search tools read)."""
+        return {
+            **super().description(tokenizer),
+            "query_prompt": self.query_prompt,
+            "document_prompt": self.document_prompt,
+            "pooling": self.pooling,
+            "normalize": self.normalize,
+        }
+
     def load_state(self, state) -> None:
         state = dict(state)
         if not state:
