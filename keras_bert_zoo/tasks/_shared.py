@@ -51,6 +51,20 @@ def split_file_path(task, split: str, files: str) -> str:
     return find_split_file(task.data_dir, task.split_files[split], split)
 
 
+def check_sequence_length(max_seq_length: int, encoder) -> None:
+    """Refuses a `max_seq_length` beyond the encoder's position embeddings, in one line.
+
+    Raises:
+        UserError: `max_seq_length` exceeds `encoder.max_position_embeddings`.
+    """
+    max_positions = getattr(encoder, "max_position_embeddings", None)
+    if max_positions is not None and max_seq_length > max_positions:
+        raise UserError(
+            f"max_seq_length={max_seq_length} exceeds the encoder's "
+            f"max_position_embeddings={max_positions}"
+        )
+
+
 def prepared_tfds_builder(
     name: str, data_dir: str | None, not_prepared: Callable[..., str] | None = None
 ):

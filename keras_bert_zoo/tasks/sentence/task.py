@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_zoo.tasks._shared import check_sequence_length
 from keras_bert_zoo.tasks.distillation import (
     SOFT_CLASSES,
     SOFT_LABELS,
@@ -257,12 +258,7 @@ class SentenceTask(Task):
     def build_model(self, encoder):
         from keras_bert_zoo.models import BertClassifier
 
-        max_positions = getattr(encoder, "max_position_embeddings", None)
-        if max_positions is not None and self.max_seq_length > max_positions:
-            raise UserError(
-                f"max_seq_length={self.max_seq_length} exceeds the encoder's "
-                f"max_position_embeddings={max_positions}"
-            )
+        check_sequence_length(self.max_seq_length, encoder)
         return BertClassifier(encoder, num_classes=self.num_outputs)
 
     def loss(self):

@@ -99,6 +99,22 @@ class EmbeddingExample:
         return self.kind != TEXTS
 
 
+def single_text_example(
+    example_id: str, text: str, role: str, kind: str, text_id: str, source: str, **fields
+) -> EmbeddingExample:
+    """The example of one text (retrieval, or to embed) in `role` (`query` or
+    `document`); `fields` the other `EmbeddingExample` fields (`relevant`)."""
+    return EmbeddingExample(
+        example_id=example_id,
+        texts=(text,),
+        roles=(role,),
+        kind=kind,
+        text_id=text_id,
+        source=source,
+        **fields,
+    )
+
+
 def _format_of(path: str, chosen: str = "auto") -> str:
     if chosen != "auto":
         return chosen
@@ -106,10 +122,11 @@ def _format_of(path: str, chosen: str = "auto") -> str:
     return {".csv": "csv", ".jsonl": "jsonl", ".txt": "txt"}.get(extension, "tsv")
 
 
+@dataclasses.dataclass
 class EmbeddingFiles:
     """Finds and reads the files of a `sentence_embedding` task.
 
-    Args:
+    Attributes:
         task_name: for the messages.
         data_dir: the directory file options are relative to, or None.
         options: the task's option values.
@@ -117,20 +134,11 @@ class EmbeddingFiles:
         encoding: the files' text encoding.
     """
 
-    def __init__(
-        self,
-        task_name: str,
-        data_dir: str | None,
-        options: Mapping[str, Any],
-        settings: EmbeddingSettings,
-        *,
-        encoding: str = "utf-8",
-    ):
-        self.task_name = task_name
-        self.data_dir = data_dir
-        self.options = options
-        self.settings = settings
-        self.encoding = encoding
+    task_name: str
+    data_dir: str | None
+    options: Mapping[str, Any]
+    settings: EmbeddingSettings
+    encoding: str = "utf-8"
 
     # === Where ===
 
@@ -281,15 +289,9 @@ class EmbeddingFiles:
         for row, (line, text_id, value) in enumerate(rows):
             if not value.strip():
                 raise InputFileError(f"{path}:{line}: empty text")
+            text_id = text_id if text_id is not None else str(row)
             examples.append(
-                EmbeddingExample(
-                    example_id=f"test-{row}",
-                    texts=(value,),
-                    roles=(role,),
-                    kind=TEXTS,
-                    text_id=text_id if text_id is not None else str(row),
-                    source=f"{path}:{line}",
-                )
+                single_text_example(f"test-{row}", value, role, TEXTS, text_id, f"{path}:{line}")
             )
         return examples
 
@@ -343,27 +345,13 @@ class EmbeddingFiles:
         if not any(grade > 0 for judged in judgements.values() for grade in judged.values()):
             raise InputFileError(f"{table.path}: no judgement with a score above 0")
         examples = [
-            EmbeddingExample(
-                example_id=f"query-{query}",
-                texts=(text,),
-                roles=(QUERY,),
-                kind=RETRIEVAL,
-                text_id=query,
-                relevant=judgements[query],
-                source=where,
+            single_text_example(
+                f"query-{query}", text, QUERY, RETRIEVAL, query, where, relevant=judgements[query]
             )
             for query, (text, where) in queries.items()
             if query in judgements
         ]
-        examples += [
-            EmbeddingExample(
-                example_id=f"document-{document}",
-                texts=(text,),
-                roles=(DOCUMENT,),
-                kind=RETRIEVAL,
-                text_id=document,
-                source=where,
-            )
+        return examples + [
+            single_text_example(f"document-{document}", text, DOCUMENT, RETRIEVAL, document, where)
             for document, (text, where) in corpus.items()
         ]
-        return examples

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_zoo.tasks._shared import check_sequence_length
 from keras_bert_zoo.tasks.registry import register_task
 from keras_bert_zoo.tasks.sentence_embedding import evaluation
 from keras_bert_zoo.tasks.sentence_embedding.distillation import EmbeddingDistillation
@@ -70,6 +71,7 @@ from keras_bert_zoo.tasks.sentence_embedding.reader import (
     TEXTS,
     EmbeddingExample,
     EmbeddingFiles,
+    single_text_example,
 )
 from keras_bert_zoo.tasks.sentence_embedding.serving import (
     EMBEDDING_TEXT_FIELD,
@@ -232,13 +234,8 @@ class SentenceEmbeddingTask(EmbeddingDistillation, EmbeddingServing, Task):
                     f"{self.task_name} embeds one text an item; item {index} is {text!r}"
                 )
             examples.append(
-                EmbeddingExample(
-                    example_id=f"{split}-{index}",
-                    texts=(text,),
-                    roles=(role,),
-                    kind=TEXTS,
-                    text_id=str(index),
-                    source=f"{split} item {index}",
+                single_text_example(
+                    f"{split}-{index}", text, role, TEXTS, str(index), f"{split} item {index}"
                 )
             )
         return examples
@@ -268,12 +265,7 @@ class SentenceEmbeddingTask(EmbeddingDistillation, EmbeddingServing, Task):
         """`BertTextGroupEmbedder(encoder, pooling, embedding_dim, normalize)`."""
         from keras_bert_zoo.models import BertTextGroupEmbedder
 
-        max_positions = getattr(encoder, "max_position_embeddings", None)
-        if max_positions is not None and self.max_seq_length > max_positions:
-            raise UserError(
-                f"max_seq_length={self.max_seq_length} exceeds the encoder's "
-                f"max_position_embeddings={max_positions}"
-            )
+        check_sequence_length(self.max_seq_length, encoder)
         model = BertTextGroupEmbedder(
             encoder,
             pooling=self.pooling,
