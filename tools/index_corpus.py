@@ -30,15 +30,10 @@ import time  # noqa: E402
 from absl import flags, logging  # noqa: E402
 
 from keras_bert_zoo.search import corpus as corpus_files  # noqa: E402
-from keras_bert_zoo.search import embedders, index  # noqa: E402
+from keras_bert_zoo.search import index, tool_flags  # noqa: E402
 from keras_bert_zoo.utils import cli  # noqa: E402
 
-_MODEL = flags.DEFINE_string(
-    "model",
-    None,
-    "The embedding model: a SavedModel (version or model directory), a fine-tuned "
-    "directory, a sentence-transformers directory or an installed checkpoint's name.",
-)
+_EMBEDDER = tool_flags.define_embedder_flags()
 _CORPUS_FILE = flags.DEFINE_string(
     "corpus_file", None, "The corpus: .jsonl (BEIR's), .tsv / .csv with a header, or .txt."
 )
@@ -68,13 +63,6 @@ _INDEX = flags.DEFINE_enum(
 _NLIST = flags.DEFINE_integer(
     "nlist", None, "The FAISS index's inverted lists (default: 4 sqrt(documents)).", lower_bound=1
 )
-_BATCH_SIZE = flags.DEFINE_integer("batch_size", 64, "Texts a model call.", lower_bound=1)
-_MAX_SEQ_LENGTH = flags.DEFINE_integer(
-    "max_seq_length",
-    None,
-    "A checkpoint's packed length (default: its sentence-transformers length, else 128).",
-    lower_bound=2,
-)
 startup.define_onednn_flag()
 flags.mark_flags_as_required(["model", "corpus_file", "output_dir"])
 
@@ -90,9 +78,7 @@ def main(argv):
         title_column=_TITLE_COLUMN.value or None,
     )
     logging.info("Read %d documents from %s", len(corpus), _CORPUS_FILE.value)
-    embedder = embedders.open_embedder(
-        _MODEL.value, batch_size=_BATCH_SIZE.value, max_seq_length=_MAX_SEQ_LENGTH.value
-    )
+    embedder = tool_flags.open_embedder_from_flags(_EMBEDDER)
     prompt = embedder.document_prompt if _DOCUMENT_PROMPT.value is None else _DOCUMENT_PROMPT.value
     start = time.monotonic()
     vectors = embedder.embed(corpus.texts, prompt=prompt, what="documents")
@@ -107,7 +93,7 @@ def main(argv):
         corpus.texts,
         vectors,
         {
-            "model": _MODEL.value,
+            "model": _EMBEDDER.model.value,
             "model_kind": embedder.kind,
             "document_prompt": prompt or None,
             "query_prompt": embedder.query_prompt,
@@ -116,7 +102,7 @@ def main(argv):
         approximate=approximate,
     )
     print(
-        f"indexed {len(corpus)} documents of {_CORPUS_FILE.value} with {_MODEL.value}: "
+        f"indexed {len(corpus)} documents of {_CORPUS_FILE.value} with {_EMBEDDER.model.value}: "
         f"{vectors.shape[1]} dimensions, {len(corpus) / max(seconds, 1e-9):.0f} documents/s"
         f"{', FAISS index' if approximate is not None else ''} -> {_OUTPUT_DIR.value}"
     )

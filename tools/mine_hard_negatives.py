@@ -28,15 +28,10 @@ startup.start_tool(__file__, kernels=True)
 from absl import flags, logging  # noqa: E402
 
 from keras_bert_zoo.search import corpus as corpus_files  # noqa: E402
-from keras_bert_zoo.search import embedders, mining  # noqa: E402
+from keras_bert_zoo.search import mining, tool_flags  # noqa: E402
 from keras_bert_zoo.utils import cli  # noqa: E402
 
-_MODEL = flags.DEFINE_string(
-    "model",
-    None,
-    "The embedding model: a SavedModel, a fine-tuned directory, a sentence-transformers "
-    "directory or an installed checkpoint's name.",
-)
+_EMBEDDER = tool_flags.define_embedder_flags()
 _TRAIN_FILE = flags.DEFINE_string(
     "train_file", None, "The (anchor, positive) pairs: .tsv / .csv with a header, or .jsonl."
 )
@@ -65,13 +60,6 @@ _QUERY_PROMPT = flags.DEFINE_string(
 _DOCUMENT_PROMPT = flags.DEFINE_string(
     "document_prompt", None, "Prepended to the candidates (default: the model's document prompt)."
 )
-_BATCH_SIZE = flags.DEFINE_integer("batch_size", 64, "Texts a model call.", lower_bound=1)
-_MAX_SEQ_LENGTH = flags.DEFINE_integer(
-    "max_seq_length",
-    None,
-    "A checkpoint's packed length (default: its sentence-transformers length, else 128).",
-    lower_bound=2,
-)
 startup.define_onednn_flag()
 flags.mark_flags_as_required(["model", "train_file", "output_file"])
 
@@ -93,9 +81,7 @@ def main(argv):
     candidates = None
     if _CORPUS_FILE.value:
         candidates = corpus_files.read_corpus(_CORPUS_FILE.value).texts
-    embedder = embedders.open_embedder(
-        _MODEL.value, batch_size=_BATCH_SIZE.value, max_seq_length=_MAX_SEQ_LENGTH.value
-    )
+    embedder = tool_flags.open_embedder_from_flags(_EMBEDDER)
     if _QUERY_PROMPT.value is not None:
         embedder.query_prompt = _QUERY_PROMPT.value or None
     if _DOCUMENT_PROMPT.value is not None:

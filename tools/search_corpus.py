@@ -30,7 +30,7 @@ import json  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from keras_bert_zoo.search import corpus as corpus_files  # noqa: E402
-from keras_bert_zoo.search import embedders, index, reranking  # noqa: E402
+from keras_bert_zoo.search import index, reranking, tool_flags  # noqa: E402
 from keras_bert_zoo.search.answers import answer_queries  # noqa: E402
 from keras_bert_zoo.utils import cli  # noqa: E402
 from keras_bert_zoo.utils.atomic import atomic_open  # noqa: E402
@@ -51,8 +51,8 @@ _INDEX = flags.DEFINE_enum(
 _NPROBE = flags.DEFINE_integer(
     "nprobe", None, "Inverted lists the FAISS index scans a query (default: 1/8).", lower_bound=1
 )
-_MODEL = flags.DEFINE_string(
-    "model", None, "Embed the queries with this model (default: the index's)."
+_EMBEDDER = tool_flags.define_embedder_flags(
+    f"{tool_flags.MODEL_HELP} Embeds the queries (default: the index's model)."
 )
 _QUERY_PROMPT = flags.DEFINE_string(
     "query_prompt", None, "Prepended to every query (default: the index's query prompt)."
@@ -67,7 +67,6 @@ _RERANK_TOP_K = flags.DEFINE_integer(
     "rerank_top_k", None, "Documents the re-ranker re-scores (default: --top_k).", lower_bound=1
 )
 _OUTPUT_FILE = flags.DEFINE_string("output_file", None, "Also write the answers as JSON lines.")
-_BATCH_SIZE = flags.DEFINE_integer("batch_size", 64, "Texts a model call.", lower_bound=1)
 _TEXT_CHARS = flags.DEFINE_integer(
     "text_chars", 120, "Characters of a document printed (0: all).", lower_bound=0
 )
@@ -110,10 +109,10 @@ def main(argv):
     reranker = None
     if _RERANKER.value:
         reranker = reranking.CrossEncoderReranker(
-            _RERANKER.value, label=_RERANKER_LABEL.value, batch_size=_BATCH_SIZE.value
+            _RERANKER.value, label=_RERANKER_LABEL.value, batch_size=_EMBEDDER.batch_size.value
         )
-    model = _MODEL.value or corpus_index.manifest.get("model")
-    embedder = embedders.open_embedder(model, batch_size=_BATCH_SIZE.value)
+    model = _EMBEDDER.model.value or corpus_index.manifest.get("model")
+    embedder = tool_flags.open_embedder_from_flags(_EMBEDDER, model)
     prompt = _QUERY_PROMPT.value
     if prompt is None:
         prompt = corpus_index.manifest.get("query_prompt") or embedder.query_prompt

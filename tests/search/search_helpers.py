@@ -16,16 +16,13 @@ SEQUENCE_LENGTH = 16
 
 
 def tiny_encoder(seed: int):
+    """bert_tiny's shape (2 layers of 128) over `VOCABULARY`, with seeded weights large
+    enough that different texts get clearly different vectors."""
+    from keras_bert_zoo import BertConfig
     from keras_bert_zoo.models import BertEncoder
 
-    encoder = BertEncoder(
-        vocab_size=len(VOCABULARY),
-        hidden_size=16,
-        num_layers=1,
-        num_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=32,
-    )
+    config = BertConfig.from_preset("bert_tiny_uncased").replace(vocab_size=len(VOCABULARY))
+    encoder = BertEncoder.from_bert_config(config)
     rng = np.random.default_rng(seed)
     for variable in encoder.weights:
         value = 0.3 * rng.standard_normal(tuple(variable.shape)) + ("gamma" in variable.path)
