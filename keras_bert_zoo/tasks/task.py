@@ -13,7 +13,9 @@ task.read(split)                          -> examples (plain Python records with
 task.make_preprocessor(tokenizer)         -> the Keras layer that packs raw text (also served)
 task.features(examples, preprocessor)     -> unbatched tf.data of flat dicts of fixed-shape tensors
 task.split_features(batch)                -> (x, y, sample_weight), the rest is `meta`
+task.use_init_checkpoint(path)            -> defaults read from the initial weights' directory
 task.build_model(encoder), loss(), metrics()
+task.training_loss_fn()                   -> the Trainer loss function, or None (the job's)
 model outputs + meta -> task.postprocess  -> answers, one per example, in example order
 task.evaluate(answers, examples)          -> the official metric dict
 task.write_predictions(answers, ...)      -> the official prediction files
