@@ -49,7 +49,10 @@ _INDEX = flags.DEFINE_enum(
     "search; exact; approximate (built now when the directory has none).",
 )
 _NPROBE = flags.DEFINE_integer(
-    "nprobe", None, "Inverted lists the FAISS index scans a query (default: 1/8).", lower_bound=1
+    "nprobe",
+    None,
+    "Inverted lists the FAISS index scans a query (default: a third of them).",
+    lower_bound=1,
 )
 _EMBEDDER = tool_flags.define_embedder_flags(
     f"{tool_flags.MODEL_HELP} Embeds the queries (default: the index's model)."

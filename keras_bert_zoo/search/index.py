@@ -82,9 +82,11 @@ def default_nlist(count: int) -> int:
 
 
 def default_nprobe(nlist: int) -> int:
-    """Lists scanned a query: 1/8 of them, at least 8 (recall@10 >= 0.97 on MiniLM
-    vectors of real text, `benchmarks/search_index.py`)."""
-    return min(nlist, max(8, nlist // 8))
+    """Lists scanned a query: a third of them, at least 8. Measured by
+    `benchmarks/search_index.py` on MiniLM vectors of 4000 Wikipedia sentences (102
+    lists), recall@10 against exact search is 0.88 scanning 16 lists, 0.97 at 32 and
+    0.998 at 64: a third keeps it near 0.97, still 3x less scanned than exact search."""
+    return min(nlist, max(8, nlist // 3))
 
 
 class ExactIndex:

@@ -49,7 +49,7 @@ def test_faiss_index_recall_against_exact_search():
     _, exact = index.ExactIndex(documents).search(queries, 10)
     built = index.FaissIndex.build(documents)
     assert built.index.nlist == index.default_nlist(6000) == 153
-    assert built.nprobe == index.default_nprobe(153) == 19
+    assert built.nprobe == index.default_nprobe(153) == 51
     _, found = built.search(queries, 10)
     recall = _recall(found, exact)
     print(f"recall@10 at nprobe={built.nprobe}: {recall:.3f}")
