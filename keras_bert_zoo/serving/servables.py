@@ -40,13 +40,15 @@ import keras
 import tensorflow as tf
 
 from keras_bert_zoo.inputs import INPUT_MASK, INPUT_WORD_IDS
-from keras_bert_zoo.serving.sources import DEFAULT_MAX_SEQ_LENGTH
 from keras_bert_zoo.tasks.sentence_embedding.serving import EmbeddingServing
 from keras_bert_zoo.tasks.servable import Servable
 from keras_bert_zoo.text.packer import BertPacker
 from keras_bert_zoo.text.preprocessing_layer import TokenizingPreprocessor
 from keras_bert_zoo.text.preprocessor import BertPreprocessor
 from keras_bert_zoo.utils.errors import UserError
+
+# The packed length of a pretrained export that names none.
+DEFAULT_MAX_SEQ_LENGTH = 128
 
 MASK_TOKEN = "[MASK]"
 

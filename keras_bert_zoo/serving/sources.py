@@ -27,9 +27,6 @@ from keras_bert_zoo.serving.exporter import Option, OptionError
 
 logger = logging.getLogger(__name__)
 
-# The packed length of a pretrained export that names none (`servables.py`'s).
-DEFAULT_MAX_SEQ_LENGTH = 128
-
 TASK = "task"
 ENCODER = "encoder"
 MASKED_LM = "masked_lm"
