@@ -7,6 +7,7 @@ import os
 import pathlib
 import socket
 import subprocess
+import sys
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -23,6 +24,19 @@ def environment(extra=None) -> dict[str, str]:
     env.pop("TF_CONFIG", None)
     env.update(extra or {})
     return env
+
+
+def run_tool(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python tools/<script> <args>` as a user runs it, from the checkout, its output
+    captured as text."""
+    return subprocess.run(
+        [sys.executable, script, *args],
+        capture_output=True,
+        text=True,
+        env=environment(),
+        cwd=REPO_ROOT,
+        timeout=timeout,
+    )
 
 
 def free_ports(count: int) -> list[int]:

@@ -121,6 +121,21 @@ def _hub_part_lines(description: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _embedding_lines(description: Mapping[str, Any]) -> list[str]:
+    """What export.json says of an embedding model's vectors: its prompts (the `query`
+    / `document` signatures) and the width it was cut to; nothing for other tasks."""
+    task = description.get("task", {})
+    prompts = [
+        f"{name}: {task[f'{name}_prompt']!r}"
+        for name in ("query", "document")
+        if task.get(f"{name}_prompt")
+    ]
+    lines = [f"prompts: {'  '.join(prompts)}"] if prompts else []
+    if description.get("truncate_dim") is not None:
+        lines.append(f"{EMBEDDING} cut to its first {description['truncate_dim']} components")
+    return lines
+
+
 def describe_export(path: str) -> str:
     """The export's task, signatures (inputs, outputs, method) and op manifest, and
     what this process lacks to run it, as printable lines; for a TF Hub style pair
@@ -146,6 +161,7 @@ def describe_export(path: str) -> str:
             )
         if description.get("label_names"):
             lines.append(f"labels: {', '.join(description['label_names'])}")
+        lines += _embedding_lines(description)
         if description.get("tokenizer_ops"):
             lines.append(f"tokenizer ops: {description['tokenizer_ops']}")
         if description.get("precision"):
@@ -340,6 +356,7 @@ def describe_portable(path: str) -> str:
     ]
     if sidecar.get("label_names"):
         lines.append(f"labels: {', '.join(sidecar['label_names'])}")
+    lines += _embedding_lines(sidecar)
     takes = "raw text" if sidecar["input"] == TEXT_INPUT else f"ids (vocabulary {VOCAB_FILE})"
     lines.append(f"signature {sidecar['signature']}: {takes} in")
     for direction in ("inputs", "outputs"):

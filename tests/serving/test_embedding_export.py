@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import child_process
 import numpy as np
@@ -176,7 +174,7 @@ def test_truncate_dim_cuts_and_renormalises(truncated, embedder, tokenizer):
     assert exported.description["truncate_dim"] == TRUNCATE_DIM
     want = numpy_vectors(embedder, tokenizer, TEXTS, cut=TRUNCATE_DIM)
     for signature in ("serving_default", "query"):
-        got = _answer(loaded, signature, TEXTS if signature != "query" else TEXTS)
+        got = _answer(loaded, signature, TEXTS)
         assert got.shape == (len(TEXTS), TRUNCATE_DIM)
         np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-6)
     np.testing.assert_allclose(_answer(loaded, "serving_default", TEXTS), want, atol=1e-5)
@@ -296,6 +294,8 @@ def test_export_tool_exports_a_pretrained_embedding_model(
     )
     printed = capsys.readouterr().out
     assert "signature query" in printed and "signature document" not in printed
+    assert f"prompts: query: {QUERY_PROMPT!r}\n" in printed
+    assert "embedding cut to its first 6 components" in printed
     loaded = tf.saved_model.load(str(tmp_path / "plain" / "1"))
     tokenizer = BertTokenizer(os.path.join(checkpoint, "vocab.txt"))
     # No sentence-transformers files: mean pooling, normalised.
@@ -325,18 +325,10 @@ def test_export_tool_exports_a_pretrained_embedding_model(
 )
 def test_export_tool_refuses_truncate_dim_in_one_line(plain_checkpoint, tmp_path, args, message):
     checkpoint, _ = plain_checkpoint
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "tools/export_saved_model.py",
-            f"--pretrained_dir={checkpoint}",
-            *[arg.format(tmp=tmp_path) for arg in args],
-        ],
-        capture_output=True,
-        text=True,
-        env=child_process.environment(),
-        cwd=child_process.REPO_ROOT,
-        timeout=300,
+    completed = child_process.run_tool(
+        "tools/export_saved_model.py",
+        f"--pretrained_dir={checkpoint}",
+        *[arg.format(tmp=tmp_path) for arg in args],
     )
     assert completed.returncode == 1 and completed.stdout == "", completed
     assert completed.stderr.splitlines()[-1] == f"export_saved_model: error: {message}"

@@ -374,7 +374,7 @@ class LiteRTExporter(portable.PortableExporter):
         output_dir, preprocessor, ids, expected, structure = portable.start_export(
             output_dir, overwrite, task, model, tokenizer, source.preprocessor
         )
-        what = f"{task.task_name} ({type(model).__name__}, LiteRT)"
+        what = f"{task.task_name} ({type(source.model).__name__}, LiteRT)"
         extra: dict[str, Any] = {}
         if raw_text:
             function, outputs = _raw_text_function(task, model, tokenizer, preprocessor)

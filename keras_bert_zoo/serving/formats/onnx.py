@@ -200,7 +200,7 @@ class OnnxExporter(portable.PortableExporter):
     def export(self, source, output_dir, *, quantize, truncate_dim, overwrite, verify):
         task, tokenizer = source.task, source.tokenizer
         model = task.serving_model(source.model, truncate_dim=truncate_dim)
-        what = f"{task.task_name} ({type(model).__name__}, ONNX)"
+        what = f"{task.task_name} ({type(source.model).__name__}, ONNX)"
         if quantize not in ONNX_QUANTIZE_CHOICES:
             raise UserError(
                 f"{what}: quantize must be one of {', '.join(ONNX_QUANTIZE_CHOICES)}; "
