@@ -150,6 +150,23 @@ def test_query_and_document_embed_the_prompted_text(loaded, embedder, tokenizer)
     assert np.abs(_answer(loaded, "query", TEXTS) - _answer(loaded, "document", TEXTS)).max() > 1e-3
 
 
+def test_a_bfloat16_export_keeps_the_prompted_signatures(
+    export_base, servable, embedder, tokenizer, loaded
+):
+    exported = serving.export(
+        _source(servable, embedder, tokenizer),
+        str(export_base),
+        model_name="embedder_bf16",
+        precision="bfloat16",
+    )
+    bfloat16 = tf.saved_model.load(exported.path)
+    for signature in ("serving_default", "query", "document"):
+        got = _answer(bfloat16, signature, TEXTS)
+        assert got.dtype == np.float32
+        # bfloat16 keeps 8 bits of mantissa: the unit vectors agree to a few 1e-3.
+        np.testing.assert_allclose(got, _answer(loaded, signature, TEXTS), atol=3e-2)
+
+
 def test_no_prompt_no_prompted_signature(embedder, tokenizer):
     preprocessor = BertPreprocessor(tokenizer, sequence_length=MAX_SEQ_LENGTH)
     assert prompted_signatures(embedder, preprocessor) == {}
