@@ -363,21 +363,30 @@ def config_from_pretraining_flags(flag_values=None) -> PretrainingConfig:
 
 DISTILLATION_MODES = ("train", "train_and_eval")
 # Fine-tuning fields the teacher decides: not flags of run_distillation.
-DISTILLATION_EXCLUDED = ("task", "init_checkpoint")
+DISTILLATION_EXCLUDED = ("init_checkpoint",)
 
 
 @dataclasses.dataclass
 class DistillationConfig(FinetuningConfig):
     """Every setting of a distillation run: a student of `teacher` (a fine-tuned model)
     trained on the teacher's task. The fine-tuning fields keep their meaning (the task's
-    data and options, the training core, the evaluation); `task` and `init_checkpoint`
-    are the teacher's. The output directory is a fine-tuning run's: `run_finetuning
+    data and options, the training core, the evaluation); `init_checkpoint` is the
+    teacher's, and so is `task` but for a checkpoint teacher (an embedding model). The
+    output directory is a fine-tuning run's: `run_finetuning
     --mode=eval|predict|export` and `export_saved_model.py` take it as it is."""
 
     teacher: str | None = setting(
         None,
         help="The teacher: a fine-tuned directory (finetuned/, best/) or a fine-tuning run's "
-        "--output_dir, of any task.",
+        "--output_dir, of any task; or, with --task=sentence_embedding, an embedding "
+        "checkpoint (a sentence-transformers directory or an installed name such as "
+        "all-MiniLM-L6-v2).",
+        affects_result=True,
+    )
+    task: str | None = setting(
+        None,
+        help="The task of a --teacher checkpoint (sentence_embedding); a fine-tuned teacher "
+        "names its own (given, it must be that one).",
         affects_result=True,
     )
     student: str | None = setting(

@@ -189,26 +189,38 @@ class DistillationJob(finetuning.FinetuningJob):
     def prepare(self, strategy) -> None:
         config = self.config
         teacher = sources.resolve_weight_source(config.teacher, flag="--teacher")
-        if teacher.kind != sources.FINETUNED:
-            raise UserError(
-                f"--teacher={config.teacher} is a {teacher.kind.replace('_', ' ')}, not a "
-                "fine-tuned model: give a directory run_finetuning.py wrote (model.keras, "
-                "vocab.txt, task.json) or its --output_dir"
-            )
         self.teacher_source = teacher
         # The chief alone writes the run directory (the skeleton's rule); the
         # teacher-output cache follows it.
         self.is_chief = strategy is None or distribute.is_chief(strategy)
-        description = read_task_description(teacher.path)
-        run_outputs.check_saved_task(config, description, teacher.path)
-        self.tokenizer = finetuned_tokenizer(teacher.path, description)
-        sources.check_same_vocabulary(config.vocab_file, self.tokenizer, teacher.path)
-        self.task = task = run_outputs.create_task(description["task_name"], config, description)
+        if teacher.kind == sources.CHECKPOINT and config.task:
+            self.task = task = self._task_of_checkpoint_teacher(teacher)
+        elif teacher.kind != sources.FINETUNED:
+            raise UserError(
+                f"--teacher={config.teacher} is a {teacher.kind.replace('_', ' ')}, not a "
+                "fine-tuned model: give a directory run_finetuning.py wrote (model.keras, "
+                "vocab.txt, task.json) or its --output_dir (or a checkpoint with --task, for "
+                "a task whose model has no head to train, such as sentence_embedding)"
+            )
+        else:
+            description = read_task_description(teacher.path)
+            run_outputs.check_saved_task(config, description, teacher.path)
+            self.tokenizer = finetuned_tokenizer(teacher.path, description)
+            sources.check_same_vocabulary(config.vocab_file, self.tokenizer, teacher.path)
+            self.task = task = run_outputs.create_task(
+                description["task_name"], config, description
+            )
         self.soft_targets = task.soft_targets()
         self.transfer_examples = (
             task.read_transfer_file(config.transfer_file) if config.transfer_file else []
         )
         self._read_examples(self.transfer_examples)
+        task.check_distillation(hard_label_weight=config.hard_label_weight)
+        if not self.train_examples and not self.transfer_examples:
+            raise UserError(
+                f"{task.task_name}: nothing to distil on: give the task's training data or "
+                "--transfer_file"
+            )
         self.student_source = (
             sources.resolve_weight_source(config.student, flag="--student")
             if config.student
@@ -217,6 +229,26 @@ class DistillationJob(finetuning.FinetuningJob):
         if self.student_source is not None and self.student_source.vocab_file:
             self._check_student_vocabulary(self.student_source)
         self.teacher_results: dict[str, Any] | None = None
+
+    def _task_of_checkpoint_teacher(self, teacher):
+        """`config.task` on a checkpoint teacher's tokenizer and settings (a
+        sentence-transformers model's pooling, normalization and length); the teacher
+        model is read by `build_model` (`_load_teacher`)."""
+        config = self.config
+        self.tokenizer = sources.tokenizer_of(teacher, config.vocab_file, config.do_lower_case)
+        task = run_outputs.create_task(config.task, config)
+        task.use_init_checkpoint(teacher.path)
+        return task
+
+    def _load_teacher(self):
+        """The teacher task model: a fine-tuned directory's, or `config.task`'s model on
+        a checkpoint, which must hold every weight of it (no head to train)."""
+        from keras_bert_zoo.tasks.saving import load_finetuned
+
+        source = self.teacher_source
+        if source.kind == sources.CHECKPOINT:
+            return source.load_task_model(self.task, needed_by="--teacher")
+        return load_finetuned(source.path, data_dir=self.config.data_dir).model
 
     def _check_student_vocabulary(self, source) -> None:
         from keras_bert_zoo.text.vocab import load_vocab
@@ -240,12 +272,9 @@ class DistillationJob(finetuning.FinetuningJob):
 
     def build_model(self):
         from keras_bert_zoo.models.distillation import TaskDistiller, layer_subset_student
-        from keras_bert_zoo.tasks.saving import load_finetuned
 
         config = self.config
-        self.teacher_model = teacher = load_finetuned(
-            self.teacher_source.path, data_dir=config.data_dir
-        ).model
+        self.teacher_model = teacher = self._load_teacher()
         num_teacher_layers = len(teacher.encoder.transformer_layers)
         if self.student_source is None:
             self.student_layers = parse_student_layers(config.student_layers, num_teacher_layers)
@@ -262,12 +291,16 @@ class DistillationJob(finetuning.FinetuningJob):
             student.encoder.hidden_size,
             teacher.encoder.hidden_size,
         )
+        hard_label_weight = config.hard_label_weight
+        if not self.train_examples and hard_label_weight:
+            logger.info("No labelled examples: the student learns the teacher's outputs alone")
+            hard_label_weight = 0.0
         distiller = TaskDistiller(
             teacher,
             student,
             self.soft_targets,
             temperature=config.temperature,
-            hard_label_weight=config.hard_label_weight,
+            hard_label_weight=hard_label_weight,
             soft_target_weight=config.soft_target_weight,
             hidden_state_weight=config.hidden_state_weight,
             attention_weight=config.attention_weight,
@@ -305,6 +338,20 @@ class DistillationJob(finetuning.FinetuningJob):
 
     def initial_weights(self):
         return None  # the student's weights are set when it is built
+
+    def compile_kwargs(self) -> dict:
+        if not self.train_examples:  # no labels: no task loss (its kind is the data's)
+            return {"loss": None, "metrics": None}
+        return super().compile_kwargs()
+
+    def loss_fn(self, model):
+        if self.task.training_loss_fn() is not None:
+            # The task's own forward pass (GradCache) trains its model, not the distiller.
+            raise UserError(
+                f"{self.task.task_name}: the task's own training step (e.g. "
+                "--gradient_cache_chunk_size) does not run the distiller; leave it off"
+            )
+        return super().loss_fn(model)
 
     def record_run(self, *, write: bool) -> None:
         """The fine-tuning fingerprint (`run_settings.json` holds the distillation
@@ -395,11 +442,17 @@ class DistillationJob(finetuning.FinetuningJob):
 
     def _training_features(self):
         """The labelled features (`sample_weight` 1) and the transfer set's (its labels
-        zeros, `sample_weight` 0: the task's loss skips them, the teacher's do not)."""
+        zeros, `sample_weight` 0: the task's loss skips them, the teacher's do not); the
+        transfer set's alone for a task without training data (sentence_embedding)."""
         import tensorflow as tf
 
         task = self.task
-        labelled = task.features(self.train_examples, self.preprocessor, training=True)
+        transfer = None
+        if self.transfer_examples:
+            transfer = task.features(self.transfer_examples, self.preprocessor, training=False)
+        labelled = transfer
+        if self.train_examples:
+            labelled = task.features(self.train_examples, self.preprocessor, training=True)
         spec = labelled.element_spec
         labels = [key for key in task.label_keys if key in spec]
         kept = set(task.model_input_names()) | set(labels)
@@ -423,10 +476,11 @@ class DistillationJob(finetuning.FinetuningJob):
 
             return add_weight
 
+        if not self.train_examples:
+            return transfer.map(weighted(tf.constant(0.0)))
         labelled = labelled.map(weighted(tf.constant(1.0)))
-        if not self.transfer_examples:
+        if transfer is None:
             return labelled
-        transfer = task.features(self.transfer_examples, self.preprocessor, training=False)
         return labelled.concatenate(transfer.map(weighted(tf.constant(0.0))))
 
     # --- Evaluation: the student's, beside the teacher's ---
