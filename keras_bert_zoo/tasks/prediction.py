@@ -168,8 +168,20 @@ class _TrimmedForward:
 
 def _trimmed_forward(model, x) -> _TrimmedForward:
     by_structure = _TRIMMED_FUNCTIONS.setdefault(model, {})
+    # The trace's input signature: the axes it keeps static (the texts of a
+    # `[batch, texts, seq_len]` input: a sentence-embedding split of pairs, then one of
+    # single texts) are part of the key.
+    mask_shape = np.shape(x[INPUT_MASK])
     key = tuple(
-        sorted((name, np.ndim(value), str(np.asarray(value).dtype)) for name, value in x.items())
+        sorted(
+            (
+                name,
+                np.ndim(value),
+                str(np.asarray(value).dtype),
+                tuple(np.shape(value)[1 : len(mask_shape) - 1]),
+            )
+            for name, value in x.items()
+        )
     )
     if key not in by_structure:
         by_structure[key] = _TrimmedForward(model, x)

@@ -87,7 +87,8 @@ def test_scored_pairs_are_mapped_from_the_score_range(tmp_path):
 def test_retrieval_files_in_beir_layout(tmp_path):
     files = fixtures.write_beir(tmp_path, count=4)
     task = make_task(**files)
-    examples = task.read("dev")
+    assert task.split_names()["eval"] == ("retrieval",)
+    examples = task.read("retrieval")
     queries = [json.loads(line) for line in open(files["queries_file"], encoding="utf-8")]
     corpus = [json.loads(line) for line in open(files["corpus_file"], encoding="utf-8")]
     assert [e.text_id for e in examples] == [q["_id"] for q in queries] + [d["_id"] for d in corpus]
@@ -177,7 +178,7 @@ def test_judgement_of_a_document_the_corpus_lacks(tmp_path):
     files = fixtures.write_beir(tmp_path, count=3)
     with open(files["qrels_file"], "a", encoding="utf-8") as f:
         f.write("q1\tmissing-doc\t1\n")
-    assert _error(make_task(**files), "dev") == (
+    assert _error(make_task(**files), "retrieval") == (
         f"{files['qrels_file']}:5: corpus-id 'missing-doc' is not in --corpus_file"
     )
 
@@ -186,9 +187,16 @@ def test_repeated_id_and_incomplete_retrieval_options(tmp_path):
     files = fixtures.write_beir(tmp_path, count=3)
     with open(files["corpus_file"], "a", encoding="utf-8") as f:
         f.write(json.dumps({"_id": "d0", "title": "", "text": "again"}) + "\n")
-    assert _error(make_task(**files), "dev").endswith("the _id 'd0' is given twice")
+    assert _error(make_task(**files), "retrieval").endswith("the _id 'd0' is given twice")
     with pytest.raises(UserError, match="pass --qrels_file too"):
         make_task(queries_file=files["queries_file"], corpus_file=files["corpus_file"])
+    # Beside an eval_file, a second evaluation split; the first picks the best model.
+    sts = fixtures.write_table(
+        tmp_path / "sts.tsv", ["anchor", "positive", "score"], [("a", "b", 1)]
+    )
+    both = make_task(eval_file=sts, **files)
+    assert both.split_names()["eval"] == ("dev", "retrieval")
+    assert both.primary_metric == "spearman"
 
 
 def test_bad_options(tmp_path):

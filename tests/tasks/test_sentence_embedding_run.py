@@ -113,15 +113,16 @@ def test_eval_mode_on_retrieval_files(trained, tmp_path):
             mode="eval",
             init_checkpoint=str(pathlib.Path(config.output_dir) / "finetuned"),
             output_dir=str(tmp_path / "eval"),
-            # The training run's --eval_file is the model's; the retrieval files replace it.
-            task_options={**files, "eval_file": ""},
+            task_options=files,
         )
     )
-    metrics = evaluated.eval_results["dev"]
+    # The model's own --eval_file (STS) and the retrieval files: two splits.
+    assert set(evaluated.eval_results) == {"dev", "retrieval"}
+    assert set(evaluated.eval_results["dev"]) == {"spearman", "pearson"}
+    metrics = evaluated.eval_results["retrieval"]
     assert set(metrics) == {"mrr@10", "ndcg@10", "recall@1", "recall@10", "recall@100", "map"}
     saved = json.loads((tmp_path / "eval" / "eval_results.json").read_text())
-    assert saved["results"]["dev"]["ndcg@10"] == pytest.approx(metrics["ndcg@10"])
-    assert saved["primary_metric"] == "ndcg@10"
+    assert saved["results"]["retrieval"]["ndcg@10"] == pytest.approx(metrics["ndcg@10"])
     queries = [json.loads(line) for line in open(files["queries_file"], encoding="utf-8")]
     corpus = [json.loads(line) for line in open(files["corpus_file"], encoding="utf-8")]
     q = embed(result.model, result.tokenizer, ["query: " + x["text"] for x in queries])

@@ -192,7 +192,7 @@ def _plain_retrieval(scores, relevant):
 def test_retrieval_metrics_on_beir_examples_are_the_plain_restatement(tmp_path):
     files = fixtures.write_beir(tmp_path, count=6)
     task = make_task(**files)
-    examples = task.read("dev")
+    examples = task.read("retrieval")
     queries = [e for e in examples if e.relevant is not None]
     documents = [e for e in examples if e.relevant is None]
     rng = np.random.default_rng(2)

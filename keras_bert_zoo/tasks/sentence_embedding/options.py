@@ -269,12 +269,6 @@ def read_settings(options: Mapping[str, Any]) -> EmbeddingSettings:
             "retrieval evaluation reads three files: pass "
             f"{', '.join('--' + name for name in missing)} too"
         )
-    if all(retrieval) and options["eval_file"]:
-        raise UserError(
-            f"--eval_file={options['eval_file']} and --queries_file/--corpus_file/--qrels_file "
-            "are both the evaluation split (a fine-tuned model keeps the --eval_file it was "
-            "trained with): pass --eval_file= (empty) to evaluate on the retrieval files"
-        )
     negatives = options["negative_columns"]
     return EmbeddingSettings(
         negative_columns=_comma_list(negatives) if negatives else None,

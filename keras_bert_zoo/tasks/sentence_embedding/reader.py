@@ -11,8 +11,8 @@ reads its files) hold one of:
 - scored pairs `(a, b, score)`: the same two text columns and a `score_column`, each
   score mapped from `score_range` to [0, 1].
 
-Retrieval evaluation reads BEIR's three files (`queries_file`, `corpus_file`,
-`qrels_file`): queries `{"_id", "text"}`, a corpus `{"_id", "title", "text"}` (the
+Retrieval evaluation (the `retrieval` split, beside an `eval_file`'s `dev`) reads
+BEIR's three files (`queries_file`, `corpus_file`, `qrels_file`): queries `{"_id", "text"}`, a corpus `{"_id", "title", "text"}` (the
 title, when not empty, joined before the text with a space, as sentence-transformers'
 `InformationRetrievalEvaluator` is given BEIR corpora) and judgements `query-id
 corpus-id score` (TSV with a header); each also as TSV/CSV with those columns. Only
@@ -62,6 +62,8 @@ RETRIEVAL = "retrieval"  # queries and documents, with judgements
 TEXTS = "texts"  # one text each, to embed
 
 FILE_OPTIONS = {"train": "train_file", "dev": "eval_file", "test": "predict_file"}
+# The evaluation split of the retrieval files (beside `dev`, the `eval_file`'s).
+RETRIEVAL_SPLIT = "retrieval"
 _DELIMITER_ALIASES = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";", "pipe": "|"}
 _ID_COLUMNS = ("_id", "id")
 
@@ -149,9 +151,9 @@ class EmbeddingFiles:
         return given
 
     def has(self, split: str) -> bool:
-        """Whether `split` (`train`, `dev`, `test`) has files."""
-        if split == "dev" and self.settings.retrieval_files:
-            return True
+        """Whether `split` (`train`, `dev`, `retrieval`, `test`) has files."""
+        if split == RETRIEVAL_SPLIT:
+            return self.settings.retrieval_files is not None
         return bool(self.options[FILE_OPTIONS[split]])
 
     def path(self, split: str) -> str:
@@ -163,9 +165,10 @@ class EmbeddingFiles:
     # === Reading ===
 
     def examples(self, split: str) -> list[EmbeddingExample]:
-        """The examples of `split`: `train` and `dev` pairs or scored pairs (`dev`: or
-        the retrieval files), `test` the texts to embed."""
-        if split == "dev" and self.settings.retrieval_files:
+        """The examples of `split`: `train` and `dev` pairs or scored pairs,
+        `retrieval` the retrieval files' queries and documents, `test` the texts to
+        embed."""
+        if split == RETRIEVAL_SPLIT:
             return self.retrieval_examples()
         if split == "test":
             return self.text_examples(self.path(split))
@@ -207,7 +210,7 @@ class EmbeddingFiles:
         from the options and the data file's columns (its first lines only)."""
         if split == "test":
             return TEXTS
-        if split == "dev" and self.settings.retrieval_files:
+        if split == RETRIEVAL_SPLIT:
             return RETRIEVAL
         return self.pair_examples(self.path(split), split, limit=1)[0].kind
 

@@ -18,7 +18,9 @@ anchor/query texts and to the others, in training, evaluation and the export.
 Evaluation (`evaluation`), by what the eval data holds: STS on scored pairs
 (`spearman`, the primary metric, and `pearson`), retrieval on BEIR's files (`ndcg@10`
 primary, `mrr@10`, `recall@1/10/100`, `map`), or the retrieval of each anchor's
-positive among the split's positives (`mrr@10` primary).
+positive among the split's positives (`mrr@10` primary). An `eval_file` and the
+retrieval files are two evaluation splits (`dev`, `retrieval`), each reported under its
+name; the first one's primary metric picks the best model.
 
 Predictions (`--mode=predict` on `predict_file`): `embeddings_<split>.npy` and
 `embeddings_<split>.jsonl` (`prediction_files`).
@@ -67,6 +69,7 @@ from keras_bert_zoo.tasks.sentence_embedding.options import (
 from keras_bert_zoo.tasks.sentence_embedding.prediction_files import write_embedding_files
 from keras_bert_zoo.tasks.sentence_embedding.reader import (
     PAIRS,
+    RETRIEVAL_SPLIT,
     SCORED_PAIRS,
     TEXTS,
     EmbeddingExample,
@@ -104,8 +107,9 @@ class EmbeddingAnswer:
 class SentenceEmbeddingTask(EmbeddingDistillation, EmbeddingServing, Task):
     """Sentence embeddings (bi-encoders): see the module docstring.
 
-    Splits: `train` (`train_file`), `dev` (`eval_file`, or `queries_file` +
-    `corpus_file` + `qrels_file`), `test` (`predict_file`, the texts to embed).
+    Splits: `train` (`train_file`), `dev` (`eval_file`), `retrieval` (`queries_file` +
+    `corpus_file` + `qrels_file`), `test` (`predict_file`, the texts to embed). With
+    both evaluation splits, `dev` picks the best model.
 
     Served by `serving.EmbeddingServing`: `serving_default` takes raw texts `sentence`
     and answers `embedding` (float32 `[batch, dim]`, the texts as given), the `query`
@@ -193,33 +197,39 @@ class SentenceEmbeddingTask(EmbeddingDistillation, EmbeddingServing, Task):
 
     @property
     def primary_metric(self) -> str:
-        """By the evaluation data: `spearman` (scored pairs), `ndcg@10` (retrieval
-        files), `mrr@10` (pairs)."""
+        """By the (first) evaluation split's data: `spearman` (scored pairs),
+        `ndcg@10` (retrieval files), `mrr@10` (pairs)."""
         if self._eval_kind is None:
-            if not self.files.has("dev"):
+            splits = self.split_names()["eval"]
+            if not splits:
                 return evaluation.PRIMARY_METRICS[SCORED_PAIRS]
-            self._eval_kind = self.files.kind("dev")
+            self._eval_kind = self.files.kind(splits[0])
         return evaluation.PRIMARY_METRICS[self._eval_kind]
 
     # === Data ===
 
     def split_names(self) -> dict[str, tuple[str, ...]]:
+        """`train`, `test` and the evaluation splits: `dev` (`eval_file`) and
+        `retrieval` (the retrieval files), each when given."""
         return {
-            mode: (split,) if self.files.has(split) else ()
-            for mode, split in (("train", "train"), ("eval", "dev"), ("predict", "test"))
+            mode: tuple(split for split in splits if self.files.has(split))
+            for mode, splits in (
+                ("train", ("train",)),
+                ("eval", ("dev", RETRIEVAL_SPLIT)),
+                ("predict", ("test",)),
+            )
         }
 
     def read(self, split: str) -> list[EmbeddingExample]:
-        if split not in ("train", "dev", "test"):
+        known = ("train", "dev", RETRIEVAL_SPLIT, "test")
+        if split not in known:
             raise UserError(
-                f"{self.task_name} has no split {split!r}; its splits are train, dev, test"
+                f"{self.task_name} has no split {split!r}; its splits are {', '.join(known)}"
             )
         if split not in self._examples:
             examples = self.files.examples(split)
             if split == "train":
                 self._training_data = examples[0].kind
-            if split == "dev":
-                self._eval_kind = examples[0].kind
             self._examples[split] = examples
         return list(self._examples[split])
 
