@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from keras_bert_zoo.serving.layout import read_description
 from keras_bert_zoo.tasks.sentence_embedding.metrics import exact_search
 from keras_bert_zoo.utils.atomic import atomic_directory
 from keras_bert_zoo.utils.errors import UserError
@@ -294,11 +295,7 @@ def load_index(index_dir: str) -> CorpusIndex:
             f"{index_dir}: no {MANIFEST_FILE} (expected a directory written by "
             "tools/index_corpus.py)"
         )
-    try:
-        with open(manifest_path, encoding="utf-8") as f:
-            manifest = json.load(f)
-    except json.JSONDecodeError as error:
-        raise SearchIndexError(f"{manifest_path}: not JSON ({error})") from None
+    manifest = read_description(manifest_path)
     if manifest.get("format_version", 0) > FORMAT_VERSION:
         raise SearchIndexError(
             f"{manifest_path}: format_version {manifest['format_version']} is newer than "

@@ -114,7 +114,10 @@ def test_index_directory_errors(tmp_path):
     loaded = index.load_index(str(out))
     with pytest.raises(UserError, match=r"query vectors of shape \(1, 3\) for an index of 2"):
         loaded.search(np.ones((1, 3)), 1)
-    manifest = json.loads((out / index.MANIFEST_FILE).read_text())
+    (out / index.MANIFEST_FILE).write_text("{not json")
+    with pytest.raises(UserError, match="manifest.json: not valid JSON"):
+        index.load_index(str(out))
+    manifest = {**loaded.manifest}
     (out / index.MANIFEST_FILE).write_text(json.dumps({**manifest, "count": 3}))
     with pytest.raises(UserError, match="2 documents, vectors of shape"):
         index.load_index(str(out))
