@@ -222,6 +222,31 @@ def _jsonl_field(value, path: str, number: int, key: str) -> str:
     return json.dumps(value)
 
 
+def jsonl_records(
+    path: str, *, encoding: str = "utf-8", description: str = "input file"
+) -> list[tuple[int, dict]]:
+    """`(line_number, record)` for every non-blank line of the JSON lines file `path`,
+    each line one JSON object.
+
+    Raises:
+        FileNotFoundError, InputFileError (empty file, bad encoding, a line that is not
+        JSON or not an object).
+    """
+    records = []
+    for number, line in numbered_lines(read_text(path, encoding, description=description)):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise InputFileError(f"{path}:{number}: not JSON ({error.msg})") from None
+        if not isinstance(record, dict):
+            raise InputFileError(
+                f"{path}:{number}: a JSON {type(record).__name__}, expected an object "
+                f"(one record a line: the {description})"
+            )
+        records.append((number, record))
+    return records
+
+
 def read_jsonl(path: str, *, encoding: str = "utf-8", description: str = "input file") -> Table:
     """Reads a JSON lines file (one object a line) as a `Table`: the first object's keys
     are the header, and every object must hold them all (other keys are not read).
@@ -234,16 +259,7 @@ def read_jsonl(path: str, *, encoding: str = "utf-8", description: str = "input 
         a JSON object, an object that lacks a key of the first, a list or object value).
     """
     header, rows = None, []
-    for number, line in numbered_lines(read_text(path, encoding, description=description)):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise InputFileError(f"{path}:{number}: not JSON ({error.msg})") from None
-        if not isinstance(record, dict):
-            raise InputFileError(
-                f"{path}:{number}: a JSON {type(record).__name__}, expected an object "
-                f"(one record a line: the {description})"
-            )
+    for number, record in jsonl_records(path, encoding=encoding, description=description):
         if header is None:
             header = tuple(record)
         missing = [key for key in header if key not in record]
