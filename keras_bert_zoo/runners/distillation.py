@@ -9,6 +9,14 @@ soft targets computed in the same step, optionally hidden-state and attention lo
 Rows of `--transfer_file` (unlabelled in-domain text) train on the teacher's outputs
 alone.
 
+An embedding teacher (`sentence_embedding`: a fine-tuned directory, or with
+`--task=sentence_embedding` a sentence-transformers checkpoint such as the installed
+all-MiniLM-L6-v2) gives its vectors as soft targets: the student learns them by mean
+squared error, through a projection the distiller alone holds when the widths differ
+(`models.distillation`, kind `vectors`), on the transfer texts and the training
+file's texts (an empty `--train_file` leaves the transfer texts alone, without the
+task's loss).
+
 It is a `FinetuningJob` whose model is the distiller: the data, the evaluation of the
 student, the best export and the output directory are fine-tuning's, so the result is
 an ordinary fine-tuned directory (`finetuned/`, `best/`, `eval_results.json`,
