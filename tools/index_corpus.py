@@ -25,6 +25,7 @@ from keras_bert_zoo.utils import startup
 # (keras_bert_zoo/utils/startup.py).
 startup.start_tool(__file__, kernels=True)
 
+import os  # noqa: E402
 import time  # noqa: E402
 
 from absl import flags, logging  # noqa: E402
@@ -78,6 +79,7 @@ def main(argv):
         title_column=_TITLE_COLUMN.value or None,
     )
     logging.info("Read %d documents from %s", len(corpus), _CORPUS_FILE.value)
+    model = _EMBEDDER.model.value
     embedder = tool_flags.open_embedder_from_flags(_EMBEDDER)
     prompt = embedder.document_prompt if _DOCUMENT_PROMPT.value is None else _DOCUMENT_PROMPT.value
     start = time.monotonic()
@@ -93,7 +95,8 @@ def main(argv):
         corpus.texts,
         vectors,
         {
-            "model": _EMBEDDER.model.value,
+            # A directory by its absolute path: search_corpus may run from elsewhere.
+            "model": os.path.abspath(model) if os.path.exists(model) else model,
             "model_kind": embedder.kind,
             "document_prompt": prompt or None,
             "query_prompt": embedder.query_prompt,

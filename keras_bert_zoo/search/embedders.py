@@ -124,6 +124,9 @@ class TextEmbedder(abc.ABC):
         for chunk in self._embed_batches(texts, progress):
             chunks.append(np.asarray(chunk, np.float32))
         vectors = np.concatenate(chunks)
+        seconds = time.monotonic() - progress.start
+        if seconds >= PROGRESS_SECONDS:
+            logger.info("embedded %d %s in %.0f s", len(texts), what, seconds)
         if vectors.ndim != 2 or len(vectors) != len(texts):
             raise UserError(
                 f"{self.source}: answered vectors of shape {vectors.shape} for {len(texts)} texts"

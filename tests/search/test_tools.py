@@ -6,6 +6,7 @@ triplets follow the brute-force restatement of the rules; bad input ends in one 
 naming the file and line, with nothing written."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -143,14 +144,18 @@ def test_search_reranked_by_a_cross_encoder(tiny):
         "id\ttext\n" + "".join(f"t{i}\t{text}\n" for i, text in enumerate(TINY_DOCUMENTS))
     )
     index_dir = root / "tiny_index"
+    # The model given relative to the working directory: the manifest holds its absolute
+    # path, which search_corpus finds from anywhere.
+    relative = os.path.relpath(checkpoint, child_process.REPO_ROOT)
     _ok(
         _run(
             "index_corpus",
-            f"--model={checkpoint}",
+            f"--model={relative}",
             f"--corpus_file={corpus}",
             f"--output_dir={index_dir}",
         )
     )
+    assert json.loads((index_dir / "manifest.json").read_text())["model"] == checkpoint
     query = "the cat sat"
     plain = _printed_ids(
         _ok(_run("search_corpus", f"--index_dir={index_dir}", f"--query={query}", "--top_k=8"))
