@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from keras_bert_zoo.models import BertEncoder
 from keras_bert_zoo.models.sentence_embedder import BertTextGroupEmbedder
+from keras_bert_zoo.training import Trainer
 from keras_bert_zoo.training import step as step_lib
 
 SMALL = {
@@ -83,3 +84,58 @@ def train_steps(model, strategy, loss_fn, x, y, *, steps, jit_compile=False, acc
     with step_lib.gradients_reduced_by_the_step(train_step.optimizer):
         losses, _, _ = loop(tf.constant(steps))
     return losses.numpy()
+
+
+def train_with_trainer(model, strategy, loss_fn, x, y, *, steps, model_dir, jit_compile=False):
+    """The losses of `steps` steps of `Trainer.train` on the global batch `(x, y)`: the
+    worker's pipeline gives each replica its consecutive share of the rows in turn."""
+    per_replica = GLOBAL_BATCH // strategy.num_replicas_in_sync
+
+    def dataset_fn(input_context):
+        # Each worker's consecutive rows, as its replicas' shares.
+        per_worker = GLOBAL_BATCH // input_context.num_input_pipelines
+        rows = tf.data.Dataset.from_tensor_slices((x, y))
+        mine = rows.skip(input_context.input_pipeline_id * per_worker).take(per_worker)
+        return mine.batch(per_replica, drop_remainder=True).repeat()
+
+    trainer = Trainer(
+        model,
+        model_dir=model_dir,
+        strategy=strategy,
+        loss_fn=loss_fn,
+        jit_compile=jit_compile,
+        steps_per_loop=steps,
+        checkpoint_every=0,
+        progress="none",
+    )
+    return trainer.train(dataset_fn, steps).losses
+
+
+def in_chunks_loss_fn(chunk_size):
+    """A loss function of the uncached loss over the rows embedded `chunk_size` at a
+    time (a batch that is a multiple of it), as GradCache's chunks embed them, drawing
+    the same dropout masks from the same seed states."""
+
+    def loss_fn(model, x, y, sample_weight):
+        def rows(start):
+            return tf.nest.map_structure(lambda t: t[start : start + chunk_size], x)
+
+        batch = tf.nest.flatten(x)[0].shape[0]
+        starts = range(0, batch, chunk_size)
+        y_pred = tf.concat([model(rows(start), training=True) for start in starts], 0)
+        loss = model.compute_loss(
+            x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True
+        )
+        return loss, y_pred
+
+    return loss_fn
+
+
+def copy_seed_states(source, target, offset=0):
+    """Sets `target`'s dropout seed states to `source`'s (plus `offset`: other masks)."""
+    from keras_bert_zoo.models.gradient_cache import _seed_states
+
+    theirs = _seed_states(target)
+    assert theirs, "the model's dropout layers have seed generators"
+    for ours, state in zip(_seed_states(source), theirs, strict=True):
+        state.assign(ours.numpy() + offset)

@@ -16,7 +16,8 @@ One training step, in each replica (`strategy.run`):
 1. `compute_gradients`: forward and backward pass on each of the
    `gradient_accumulation_steps` micro-batches of this replica's batch (a
    `tf.while_loop`), gradients summed in local tensors. This is the part XLA compiles
-   (`jit_compile=True`), also under multi-replica strategies. A faster forward pass
+   (`jit_compile=True`), also under multi-replica strategies (for a loss that
+   all-gathers, the model's passes only: see below). A faster forward pass
    (padding-free, packed, bf16) plugs in here through `loss_fn` or the model itself;
    nothing else in the loop depends on it.
 2. One all-reduce of the loss and every gradient (summed: like Keras' compiled losses,
@@ -243,7 +244,7 @@ class TrainStep:
         loss_fn: `f(model, x, y, sample_weight) -> (loss, y_pred)` of one micro-batch.
         gradient_accumulation_steps: micro-batches per optimizer step.
         jit_compile: compile with XLA (the whole step on one device, the forward and
-            backward pass elsewhere).
+            backward pass elsewhere; the model's alone when the loss all-gathers).
 
     Attributes:
         optimizer, loss_scale_optimizer: as `step_optimizers` gives them.

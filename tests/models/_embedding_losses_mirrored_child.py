@@ -10,6 +10,8 @@ batch, the largest gradient difference and the largest gradient.
 """
 
 import json
+import pathlib
+import sys
 
 import numpy as np
 import tensorflow as tf
@@ -19,40 +21,18 @@ tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()]
 )
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from gathered_losses_helpers import GLOBAL_BATCH, SMALL  # noqa: E402
+from gathered_losses_helpers import group_batch as batch  # noqa: E402
+
 from keras_bert_zoo.models import BertEncoder  # noqa: E402
 from keras_bert_zoo.models import embedding_losses as losses  # noqa: E402
 from keras_bert_zoo.models.gradient_cache import cached_loss_and_gradients  # noqa: E402
 from keras_bert_zoo.models.sentence_embedder import BertTextGroupEmbedder  # noqa: E402
 
-SMALL = {
-    "vocab_size": 97,
-    "hidden_size": 32,
-    "num_layers": 2,
-    "num_heads": 4,
-    "intermediate_size": 64,
-    "max_position_embeddings": 64,
-    "type_vocab_size": 2,
-}
-GLOBAL_BATCH, SEQ_LEN = 8, 7
-
 
 def make_model():
     return BertTextGroupEmbedder(BertEncoder(**SMALL), embedding_dim=16)
-
-
-def batch(texts, seed):
-    rng = np.random.default_rng(seed)
-    lengths = rng.integers(3, SEQ_LEN + 1, (GLOBAL_BATCH, texts))
-    mask = (np.arange(SEQ_LEN) < lengths[..., None]).astype("int32")
-    x = {
-        "input_word_ids": rng.integers(1, 97, (GLOBAL_BATCH, texts, SEQ_LEN)).astype("int32")
-        * mask,
-        "input_mask": mask,
-        "input_type_ids": np.zeros_like(mask),
-    }
-    # Scored pairs: distinct scores in [0, 1] (CoSENT reads their order).
-    y = rng.permutation(GLOBAL_BATCH).astype("float32") / GLOBAL_BATCH
-    return x, y
 
 
 # name: (the loss, texts a row, through `cached_loss_and_gradients`).

@@ -16,18 +16,24 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_zoo.models import embedding_losses as losses
-from keras_bert_zoo.models import gradient_cache
 from keras_bert_zoo.models.gradient_cache import gradient_cache_loss_fn
 from keras_bert_zoo.training import step as step_lib
 from keras_bert_zoo.utils.errors import UserError
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from child_process import import_by_path  # noqa: E402
 from gathered_losses_helpers import (  # noqa: E402
+    copy_seed_states,
     group_batch,
+    in_chunks_loss_fn,
     make_group_model,
     train_steps,
 )
-from models.test_embedding_losses import np_cosent, np_mnrl  # noqa: E402
+
+_restated = import_by_path(
+    "embedding_losses_restated", pathlib.Path(__file__).with_name("test_embedding_losses.py")
+)
+np_cosent, np_mnrl = _restated.np_cosent, _restated.np_mnrl
 
 STRATEGY = tf.distribute.OneDeviceStrategy("/cpu:0")
 CASES = {
@@ -103,15 +109,6 @@ def test_the_tape_records_no_chunk_forward_pass():
     assert len(loops) == 2, [op.name for op in loops]
 
 
-def _in_two_chunks_loss_fn(model, x, y, sample_weight):
-    """The uncached loss over the rows embedded in two chunks of 4 (as GradCache of
-    chunk size 4 embeds them, drawing the same dropout masks)."""
-    rows = lambda a, b: tf.nest.map_structure(lambda t: t[a:b], x)  # noqa: E731
-    y_pred = tf.concat([model(rows(0, 4), training=True), model(rows(4, 8), training=True)], 0)
-    loss = model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
-    return loss, y_pred
-
-
 @pytest.mark.parametrize("loss_scaled", [False, True], ids=["sgd", "loss_scale"])
 def test_dropout_is_replayed_and_the_loss_scale_passes_through(loss_scaled):
     """Dropout on: a cached step (chunks of 4) equals the uncached step over the same
@@ -130,14 +127,13 @@ def test_dropout_is_replayed_and_the_loss_scale_passes_through(loss_scaled):
         for name in ("cached", "chunked", "other_masks")
     }
     start = _weights(models["cached"])
-    seeds = gradient_cache._seed_states(models["cached"])  # noqa: SLF001
-    assert seeds, "the model's dropout layers have seed generators"
-    for name in ("chunked", "other_masks"):
-        for ours, theirs in zip(seeds, gradient_cache._seed_states(models[name]), strict=True):  # noqa: SLF001
-            theirs.assign(ours.numpy() + (name == "other_masks"))
+    copy_seed_states(models["cached"], models["chunked"])
+    copy_seed_states(models["cached"], models["other_masks"], offset=1)
     cached = train_steps(models["cached"], STRATEGY, gradient_cache_loss_fn(4), x, y, steps=1)
-    chunked = train_steps(models["chunked"], STRATEGY, _in_two_chunks_loss_fn, x, y, steps=1)
-    other = train_steps(models["other_masks"], STRATEGY, _in_two_chunks_loss_fn, x, y, steps=1)
+    chunked, other = (
+        train_steps(models[name], STRATEGY, in_chunks_loss_fn(4), x, y, steps=1)
+        for name in ("chunked", "other_masks")
+    )
     np.testing.assert_allclose(cached, chunked, rtol=1e-5)
     assert abs(float(other[0]) - float(chunked[0])) > 1e-3
     assert_same_update(_weights(models["cached"]), _weights(models["chunked"]), start)

@@ -5,9 +5,13 @@ replicas, against one device on the global batch.
 `--strategy=mirrored`: a MirroredStrategy of two logical CPU devices (fixed when
 TensorFlow starts, hence a process of its own). `--strategy=multi_worker_mirrored`: one
 worker of a two-process cluster (`TF_CONFIG`), one replica each. For each case it trains
-two steps of the global batch of 8 (4 rows a replica), then the same two steps on one
+two steps of the global batch of 8 (4 rows a replica; the `trainer_` cases through
+`Trainer.train`, in `--model_dir`), then the same two steps on one
 device (`OneDeviceStrategy`, the whole batch), and prints one JSON line: each case's
 losses, the reference's, the largest weight difference and how far the weights moved.
+`cached_dropout_xla`'s reference is the uncached step over the cached one's chunks,
+under the same strategy and dropout masks (replicas draw their own masks: one device
+cannot be the reference).
 """
 
 import argparse
@@ -21,6 +25,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 ARGS = argparse.ArgumentParser()
 ARGS.add_argument("--strategy", choices=["mirrored", "multi_worker_mirrored"], required=True)
 ARGS.add_argument("--cases", default="", help="comma-separated; default: every case")
+ARGS.add_argument("--model_dir", default="", help="the Trainer's cases' directories' parent")
 ARGS = ARGS.parse_args()
 
 import tensorflow as tf  # noqa: E402
@@ -37,7 +42,14 @@ else:
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from gathered_losses_helpers import group_batch, make_group_model, train_steps  # noqa: E402
+from gathered_losses_helpers import (  # noqa: E402
+    copy_seed_states,
+    group_batch,
+    in_chunks_loss_fn,
+    make_group_model,
+    train_steps,
+    train_with_trainer,
+)
 
 from keras_bert_zoo.models import embedding_losses as losses  # noqa: E402
 from keras_bert_zoo.models.gradient_cache import gradient_cache_loss_fn  # noqa: E402
@@ -64,42 +76,80 @@ CASES = {
     "cached_cosent": (losses.CoSENTLoss, 2, 3, False),
     # A loss of independent rows: XLA compiles the whole forward and backward pass.
     "cosine_mse_xla": (losses.CosineSimilarityLoss, 2, 0, True),
+    # Through the Trainer (its input pipeline, loop, checkpoint at the end).
+    "trainer_mnrl_hard_negatives_xla": (mnrl, 4, 0, True),
+    "trainer_cached_mnrl_hard_negatives_xla": (mnrl, 4, 3, True),
     # The control: each replica's own negatives alone are not the global batch's.
     "mnrl_replica_alone": (mnrl_replica_alone, 4, 0, False),
 }
 
 
-def run(strategy, make_loss, texts, chunk, jit_compile, x, y):
+def run(strategy, make_loss, texts, chunk, jit_compile, x, y, model_dir=None):
     model = make_group_model(strategy, make_loss)
     start = [v.numpy() for v in model.trainable_variables]
     loss_fn = gradient_cache_loss_fn(chunk) if chunk else step_lib.default_loss_fn
-    step_losses = train_steps(model, strategy, loss_fn, x, y, steps=2, jit_compile=jit_compile)
+    if model_dir:
+        step_losses = train_with_trainer(
+            model, strategy, loss_fn, x, y, steps=2, model_dir=model_dir, jit_compile=jit_compile
+        )
+    else:
+        step_losses = train_steps(model, strategy, loss_fn, x, y, steps=2, jit_compile=jit_compile)
     return step_losses, [v.numpy() for v in model.trainable_variables], start
+
+
+def compare(losses_, weights, expected, expected_weights, start):
+    return {
+        "losses": [float(v) for v in losses_],
+        "reference_losses": [float(v) for v in expected],
+        "max_weight_difference": max(
+            float(np.abs(a - b).max()) for a, b in zip(weights, expected_weights, strict=True)
+        ),
+        "moved": max(
+            float(np.abs(a - b).max()) for a, b in zip(expected_weights, start, strict=True)
+        ),
+    }
+
+
+def dropout_replayed(strategy, x, y):
+    """Dropout on, under XLA: the cached step (chunks of 2 of a replica's 4 rows) and
+    the uncached step over the same chunks from the same seed states, in `strategy`."""
+    models = [make_group_model(strategy, mnrl, dropout=0.2) for _ in range(2)]
+    copy_seed_states(*models)
+    start = [v.numpy() for v in models[0].trainable_variables]
+    runs = [
+        (
+            train_steps(model, strategy, loss_fn, x, y, steps=2, jit_compile=True),
+            [v.numpy() for v in model.trainable_variables],
+        )
+        for model, loss_fn in zip(
+            models, (gradient_cache_loss_fn(2), in_chunks_loss_fn(2)), strict=True
+        )
+    ]
+    return runs[0], runs[1], start
 
 
 def main():
     one_device = tf.distribute.OneDeviceStrategy("/cpu:0")
-    names = ARGS.cases.split(",") if ARGS.cases else sorted(CASES)
+    names = ARGS.cases.split(",") if ARGS.cases else [*sorted(CASES), "cached_dropout_xla"]
     results = {"num_replicas": STRATEGY.num_replicas_in_sync}
     for name in names:
+        if name == "cached_dropout_xla":
+            x, y = group_batch(4, seed=4)
+            (losses_, weights), (expected, expected_weights), start = dropout_replayed(
+                STRATEGY, x, y
+            )
+            results[name] = compare(losses_, weights, expected, expected_weights, start)
+            continue
         make_loss, texts, chunk, jit_compile = CASES[name]
         x, y = group_batch(texts, seed=texts)
-        losses_, weights, start = run(STRATEGY, make_loss, texts, chunk, jit_compile, x, y)
+        model_dir = os.path.join(ARGS.model_dir, name) if name.startswith("trainer_") else None
+        losses_, weights, start = run(
+            STRATEGY, make_loss, texts, chunk, jit_compile, x, y, model_dir=model_dir
+        )
         # The reference: one device, the whole batch, uncached, no XLA, the gathering loss.
-        reference_loss = losses.CoSENTLoss if make_loss is losses.CoSENTLoss else make_loss
-        if make_loss is mnrl_replica_alone:
-            reference_loss = mnrl
+        reference_loss = mnrl if make_loss is mnrl_replica_alone else make_loss
         expected, expected_weights, _ = run(one_device, reference_loss, texts, 0, False, x, y)
-        results[name] = {
-            "losses": [float(v) for v in losses_],
-            "one_device_losses": [float(v) for v in expected],
-            "max_weight_difference": max(
-                float(np.abs(a - b).max()) for a, b in zip(weights, expected_weights, strict=True)
-            ),
-            "moved": max(
-                float(np.abs(a - b).max()) for a, b in zip(expected_weights, start, strict=True)
-            ),
-        }
+        results[name] = compare(losses_, weights, expected, expected_weights, start)
     print(json.dumps(results))
 
 
