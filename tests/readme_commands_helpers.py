@@ -1,8 +1,9 @@
 """Running the README's commands as a new user runs them: in order, each in a fresh
 process, exactly as written, at small sizes (used by tests/test_readme_commands*.py).
 
-Every shell command of the README's sections "Tools", "Fine-tuning", "Serving",
-"Pretraining" and "Training on several machines" is read from README.md and run with
+Every shell command of the README's sections "Tools", "Fine-tuning", "Distillation",
+"Sentence embeddings and semantic search", "Serving", "Pretraining", "Pretraining data on
+Apache Beam" and "Training on several machines" is read from README.md and run with
 `subprocess` (no shell: bash's quoting is applied with `shlex`, so a quoted glob reaches
 the tool unexpanded, as in bash). The sections run in separate test files, so that
 pytest-xdist runs them at the same time; each file has its own working directory, and a
@@ -15,7 +16,8 @@ command first (`run_commands`). What the tests change, and only that:
   their official layouts (GLUE, a reviews CSV, SQuAD, CoNLL-2003, SWAG; small
   fixtures), two tiny google-research/bert checkpoints under the release names, the real
   Bulgarian Wikipedia dump gensim ships (UTF-16 in bzip2) under the name of the real dump,
-  the last paragraphs of its article held out as `heldout.txt`, and text gensim ships;
+  the last paragraphs of its article held out as `heldout.txt`, text gensim ships, and
+  sentence-embedding data from gensim's Lee news corpora (`data/news/`);
 - `/tmp/` and `/shared/` in a command become directories of that working directory, and
   the cluster's `host1:12345`, `host2:12345` two free ports on 127.0.0.1 (both workers
   run at once);
@@ -52,6 +54,7 @@ SECTIONS = (
     "Tools",
     "Fine-tuning",
     "Distillation",
+    "Sentence embeddings and semantic search",
     "Serving",
     "Pretraining",
     "Pretraining data on Apache Beam",
@@ -64,6 +67,8 @@ SECTION_TESTS = {
     "Fine-tuning": "test_readme_commands_finetuning.py",
     # distils the reviews model that Fine-tuning fine-tuned
     "Distillation": "test_readme_commands_finetuning.py",
+    # re-ranks with the MRPC model that Tools fine-tunes
+    "Sentence embeddings and semantic search": "test_readme_commands_embeddings.py",
     "Pretraining": "test_readme_commands_pretraining.py",
     "Pretraining data on Apache Beam": "test_readme_commands_pretraining.py",
     "Training on several machines": "test_readme_commands_machines.py",
@@ -94,6 +99,8 @@ _FINETUNING_SIZE = [
     "--progress=log",
 ]
 _QUESTION_ANSWERING_SIZE = ["--doc_stride=32", "--max_query_length=16"]
+# MiniLM's steps are most of the embedding section's time: shorter texts.
+_SENTENCE_EMBEDDING_SIZE = ["--max_seq_length=32"]
 _PRETRAINING_SIZE = [
     "--train_batch_size=4",
     "--num_train_steps=2",
@@ -111,6 +118,8 @@ def size_flags(tool: str, args: list[str]) -> list[str]:
         extra = list(_FINETUNING_SIZE)
         if any(arg.startswith("--task=squad") for arg in args):
             extra += _QUESTION_ANSWERING_SIZE
+        if "--task=sentence_embedding" in args:
+            extra += _SENTENCE_EMBEDDING_SIZE
         return extra
     if tool == "run_distillation.py":
         return ["--num_train_steps=2", "--train_batch_size=4", "--progress=log"]
@@ -269,6 +278,80 @@ def _write_text_files(work: pathlib.Path) -> None:
     (work / "data" / "reviews.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+# README "Sentence embeddings and semantic search": gensim's Lee news corpora, split by
+# article (lee_background.cor: one article a line).
+NEWS_TRAIN_ARTICLES = range(0, 48)  # the training pairs
+NEWS_TRANSFER_ARTICLES = range(100, 110)  # unlabelled sentences for the distillation
+NEWS_HELDOUT_ARTICLES = range(240, 264)  # the retrieval set and the indexed corpus
+NEWS_STS_PAIRS = 40
+
+
+def _write_embedding_data(work: pathlib.Path) -> None:
+    """`data/news/`: the inputs of README "Sentence embeddings and semantic search", from
+    real news no one here wrote.
+
+    - `pairs.tsv` (anchor, positive): an article's first sentence and the two after it
+      (the inverse cloze task);
+    - `sts_dev.tsv` (anchor, positive, score): pairs of the 50 documents of gensim's
+      `lee.cor` with the mean of human similarity ratings of Lee, Pincombe & Welsh
+      (2005), on their 1-5 scale (`similarities0-1.txt` holds them divided by 5): the
+      best-rated pairs and as many drawn from the others;
+    - `beir/` (queries.jsonl, corpus.jsonl, qrels/test.tsv, BEIR's layout): the first
+      sentence of each held-out article as a query, the rest of the article its one
+      relevant document, every held-out article a document;
+    - `unlabelled.txt`: other articles' sentences, one a line.
+    """
+    import json
+
+    from keras_bert_zoo.pretraining.wikitext import split_sentences
+
+    news = work / "data" / "news"
+    (news / "beir" / "qrels").mkdir(parents=True)
+    articles = [
+        split_sentences(line)
+        for line in _gensim_file("lee_background.cor").read_bytes().decode("latin-1").splitlines()
+    ]
+    with open(news / "pairs.tsv", "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f, delimiter="\t", lineterminator="\n")
+        writer.writerow(["anchor", "positive"])
+        for index in NEWS_TRAIN_ARTICLES:
+            writer.writerow([articles[index][0], " ".join(articles[index][1:3])])
+    documents = _gensim_file("lee.cor").read_bytes().decode("latin-1").splitlines()
+    ratings = [
+        [float(value) for value in line.split()]
+        for line in _gensim_file("similarities0-1.txt").read_text().splitlines()
+    ]
+    judged = sorted(
+        (ratings[i][j] * 5, i, j) for i in range(len(ratings)) for j in range(i + 1, len(ratings))
+    )
+    # Most pairs of news stories are unrelated: the best-rated half, the rest drawn.
+    half = NEWS_STS_PAIRS // 2
+    rng = random.Random(0)
+    chosen = judged[-half:] + rng.sample(judged[:-half], NEWS_STS_PAIRS - half)
+    rng.shuffle(chosen)
+    with open(news / "sts_dev.tsv", "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f, delimiter="\t", lineterminator="\n")
+        writer.writerow(["anchor", "positive", "score"])
+        for score, i, j in chosen:
+            writer.writerow([documents[i].strip(), documents[j].strip(), f"{score:.2f}"])
+    with (
+        open(news / "beir" / "queries.jsonl", "w", encoding="utf-8") as queries,
+        open(news / "beir" / "corpus.jsonl", "w", encoding="utf-8") as corpus,
+        open(news / "beir" / "qrels" / "test.tsv", "w", encoding="utf-8") as qrels,
+    ):
+        qrels.write("query-id\tcorpus-id\tscore\n")
+        for index in NEWS_HELDOUT_ARTICLES:
+            first, *rest = articles[index]
+            queries.write(json.dumps({"_id": f"q{index}", "text": first}) + "\n")
+            record = {"_id": f"lee{index}", "title": "", "text": " ".join(rest)}
+            corpus.write(json.dumps(record) + "\n")
+            qrels.write(f"q{index}\tlee{index}\t1\n")
+    (news / "unlabelled.txt").write_text(
+        "".join(s + "\n" for index in NEWS_TRANSFER_ARTICLES for s in articles[index][:4]),
+        encoding="utf-8",
+    )
+
+
 def _write_task_data(work: pathlib.Path) -> None:
     sentence_fixtures.write_glue(str(work / "glue_data"))
     squad_tests = qa_test_helpers.load_local_module("test_question_answering_end_to_end.py")
@@ -322,6 +405,7 @@ def make_work(tmp_path_factory) -> pathlib.Path:
     # The README's commands run from a clone's root, with the data beside tools/.
     (work / "tools").symlink_to(REPO_ROOT / "tools")
     _write_text_files(work)
+    _write_embedding_data(work)
     _write_task_data(work)
     _write_checkpoints(work)
     _write_bulgarian_dump(work)
