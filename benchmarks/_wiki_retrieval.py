@@ -113,6 +113,25 @@ def split_by_article(articles: list[Article], held_out_fraction: float, seed: in
     return Split(train, held_out, len(articles) - held_articles, held_articles)
 
 
+def _shingles(text: str, width: int = 8) -> set[tuple[str, ...]]:
+    words = text.lower().split()
+    return {tuple(words[i : i + width]) for i in range(len(words) - width + 1)}
+
+
+def near_duplicates(held_out: list[Pair], train: list[Pair], share: float = 0.5) -> int:
+    """Held-out documents with more than `share` of their 8-word runs in the training
+    texts (a paragraph an article repeats from another: the split by article does not
+    see it)."""
+    seen: set[tuple[str, ...]] = set()
+    for pair in train:
+        seen |= _shingles(pair.query) | _shingles(pair.document)
+    count = 0
+    for pair in held_out:
+        runs = _shingles(pair.document)
+        count += bool(runs) and len(runs & seen) > share * len(runs)
+    return count
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 

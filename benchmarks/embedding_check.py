@@ -108,6 +108,12 @@ def parse_args(argv=None):
         help="The model that mines the hard negatives: run 2 (then 3 waits for it) or MiniLM.",
     )
     parser.add_argument(
+        "--systems",
+        type=lambda text: [part for part in text.split(",") if part],
+        default=["in_batch", "hard", "matryoshka"],
+        help="Which of in_batch (2), hard (3), matryoshka (4) to run beside the untouched MiniLM.",
+    )
+    parser.add_argument(
         "--jobs", type=int, default=1, help="Independent runs side by side (1: one at a time)."
     )
     parser.add_argument("--bootstrap", type=int, default=1000, help="Resamples of the queries.")
@@ -119,6 +125,11 @@ def parse_args(argv=None):
         help="With --work_dir: keep the steps an earlier run with the same flags finished.",
     )
     args = parser.parse_args(argv)
+    unknown = set(args.systems) - {"in_batch", "hard", "matryoshka"}
+    if unknown:
+        parser.error(f"--systems: unknown {sorted(unknown)}")
+    if "hard" in args.systems and args.mine_with == "in_batch" and "in_batch" not in args.systems:
+        parser.error("--systems=hard mines with run 2: add in_batch, or --mine_with=minilm")
     if args.quick:
         args.steps, args.train_pairs, args.held_out_fraction = 4, 256, 0.05
         args.max_queries, args.bootstrap = 64, 200
@@ -169,8 +180,13 @@ class Tools:
             raise SystemExit(f"{tool} failed with status {child.returncode} (log {log}):\n{tail}")
         with self.lock:
             self.seconds[name] = (wall, cpu)
+            # Merged with what is there: another invocation may share the directory.
+            recorded = {}
+            if os.path.isfile(self.record):
+                with open(self.record, encoding="utf-8") as f:
+                    recorded = json.load(f)
             with open(self.record, "w", encoding="utf-8") as f:
-                json.dump({**self.earlier, **self.seconds}, f)
+                json.dump({**recorded, **self.earlier, **self.seconds}, f)
         print(f"  {name}: done in {wall:.0f} s ({cpu:.0f} CPU s)", flush=True)
 
     def chains(self, *chains) -> None:
@@ -182,27 +198,31 @@ class Tools:
                 future.result()
 
 
-def eval_results(output_dir: str) -> dict[str, float]:
+def eval_results(output_dir: str) -> tuple[str, dict[str, float]]:
+    """`(split, metrics)` of the run's one evaluated split (the retrieval files')."""
     with open(os.path.join(output_dir, "eval_results.json"), encoding="utf-8") as f:
-        return json.load(f)["results"]["dev"]
+        results = json.load(f)["results"]
+    if len(results) != 1:
+        raise SystemExit(f"{output_dir}: expected one evaluated split, got {sorted(results)}")
+    return next(iter(results.items()))
 
 
-def held_out_examples(files: dict[str, str]):
+def held_out_examples(files: dict[str, str], split: str):
     """The task's own examples of the retrieval files: queries (with their judgements)
-    then documents, the order of the rows of `embeddings_dev.npy`."""
+    then documents, the order of the rows of `embeddings_<split>.npy`."""
     from keras_bert_zoo import tasks
 
-    return tasks.create_task("sentence_embedding", **files).read("dev")
+    return tasks.create_task("sentence_embedding", **files).read(split)
 
 
-def run_vectors(output_dir: str, examples) -> np.ndarray:
-    """The vectors an eval wrote (`embeddings_dev.npy`), checked to be the examples'."""
+def run_vectors(output_dir: str, split: str, examples) -> np.ndarray:
+    """The vectors an eval wrote (`embeddings_<split>.npy`), checked to be the examples'."""
     directory = os.path.join(output_dir, "predictions")
-    with open(os.path.join(directory, "embeddings_dev.jsonl"), encoding="utf-8") as f:
+    with open(os.path.join(directory, f"embeddings_{split}.jsonl"), encoding="utf-8") as f:
         ids = [json.loads(line)["id"] for line in f]
     if ids != [example.text_id for example in examples]:
         raise SystemExit(f"{directory}: the written vectors are not the held-out texts'")
-    return np.load(os.path.join(directory, "embeddings_dev.npy"))
+    return np.load(os.path.join(directory, f"embeddings_{split}.npy"))
 
 
 def served_vectors(index_dirs: dict[str, str], examples) -> np.ndarray:
@@ -298,7 +318,9 @@ def run(args, work_dir: str) -> None:
     print(
         f"data: {len(articles)} Wikipedia articles; training: {len(train)} pairs of "
         f"{split.train_articles} articles; held out: {query_count} queries against "
-        f"{len(split.held_out)} paragraphs of {split.held_out_articles} other articles"
+        f"{len(split.held_out)} paragraphs of {split.held_out_articles} other articles "
+        f"({wiki.near_duplicates(split.held_out, train)} of them share over half their "
+        "8-word runs with the training pairs)"
     )
     print(
         f"runs: {args.steps} steps of {args.batch_size} at lr {args.learning_rate:g}, "
@@ -397,20 +419,26 @@ def run(args, work_dir: str) -> None:
         )
         for what, directory in index_dirs.items()
     ]
-    if args.mine_with == "in_batch":
-        tools.chains(untouched, in_batch + hard, matryoshka)
-    else:
-        tools.chains(untouched, in_batch, hard, matryoshka)
+    chosen = {"in_batch": in_batch, "hard": hard, "matryoshka": matryoshka}
+    chosen = {name: chain for name, chain in chosen.items() if name in args.systems}
+    if args.mine_with == "in_batch" and "hard" in chosen:
+        chosen["hard"] = chosen.pop("in_batch") + chosen["hard"]
+    tools.chains(untouched, *chosen.values())
 
     # === Scores ===
-    examples = held_out_examples(files)
-    results = {name: eval_results(out[name]) for name in out}
-    vectors = {name: run_vectors(out[name], examples) for name in out}
-    vectors["mrl@192"] = served_vectors(index_dirs, examples)
-    results["mrl@192"] = score(vectors["mrl@192"], examples)
-    exported_gap = float(np.abs(cut(vectors["mrl"], HALF) - vectors["mrl@192"]).max())
-    vectors["in_batch@192"] = cut(vectors["in_batch"], HALF)
-    results["in_batch@192"] = score(vectors["in_batch@192"], examples)
+    ran = ["minilm"] + [name for name in ("in_batch", "hard", "mrl") if name in tools.seconds]
+    evaluated = {name: eval_results(out[name]) for name in ran}
+    split_name = evaluated["minilm"][0]
+    examples = held_out_examples(files, split_name)
+    results = {name: metrics for name, (_, metrics) in evaluated.items()}
+    vectors = {name: run_vectors(out[name], split_name, examples) for name in ran}
+    if "mrl" in ran:
+        vectors["mrl@192"] = served_vectors(index_dirs, examples)
+        results["mrl@192"] = score(vectors["mrl@192"], examples)
+        exported_gap = float(np.abs(cut(vectors["mrl"], HALF) - vectors["mrl@192"]).max())
+    if "in_batch" in ran:
+        vectors["in_batch@192"] = cut(vectors["in_batch"], HALF)
+        results["in_batch@192"] = score(vectors["in_batch@192"], examples)
     per_query = {name: per_query_ndcg(v, examples) for name, v in vectors.items()}
     for name in results:  # the per-query figures average to the runs' own nDCG@10
         if abs(per_query[name].mean() - results[name][PRIMARY]) > 1e-6:
@@ -429,6 +457,8 @@ def run(args, work_dir: str) -> None:
     runs = {"minilm": "minilm", "in_batch": "in_batch", "hard": "hard", "mrl": "mrl"}
     rows = []
     for name, label in labels.items():
+        if name not in results:
+            continue
         wall, cpu = tools.seconds.get(runs.get(name, ""), (None, None))
         rows.append(
             [label]
@@ -440,32 +470,37 @@ def run(args, work_dir: str) -> None:
         f"{len(split.held_out)} paragraphs of {split.held_out_articles} articles never trained on"
     )
     print(format_table(["system", *METRICS, "run s", "run CPU s"], rows))
-    print(
-        f"the export's {HALF}-wide vectors against the run's cut to {HALF} and normalised: "
-        f"max |difference| {exported_gap:.2e}"
-    )
+    if "mrl@192" in results:
+        print(
+            f"the export's {HALF}-wide vectors against the run's cut to {HALF} and normalised: "
+            f"max |difference| {exported_gap:.2e}"
+        )
 
-    def ratio(first, second, goal=None, beats=False):
+    def ratio(label, first, second, goal=None, beats=False):
+        if first not in results or second not in results:
+            print(f"  {label}: not run")
+            return
         value = results[first][PRIMARY] / results[second][PRIMARY]
         low, high = paired_interval(per_query[first], per_query[second], args.bootstrap, args.seed)
         text = (
             f"{value:.3f} ({results[first][PRIMARY]:.4f} / {results[second][PRIMARY]:.4f}; "
             f"difference, 95% paired bootstrap over the queries: [{low:+.4f}, {high:+.4f}])"
         )
-        if goal is None:
-            return text
-        met = value > goal if beats else value >= goal
-        return f"{text}; goal {'>' if beats else '>='} {goal:g}: {'met' if met else 'NOT met'}"
+        if goal is not None:
+            met = value > goal if beats else value >= goal
+            text += f"; goal {'>' if beats else '>='} {goal:g}: {'met' if met else 'NOT met'}"
+        print(f"  {label}: {text}")
 
     print("\nratios of nDCG@10:")
-    print(f"  fine-tuned (2) / untouched (1): {ratio('in_batch', 'minilm', 1.0, beats=True)}")
-    print(f"  hard negatives (3) / in-batch (2): {ratio('hard', 'in_batch', 1.0, beats=True)}")
-    print(f"  Matryoshka half (4 at {HALF}) / full (4 at 384): {ratio('mrl@192', 'mrl', 0.95)}")
-    print(f"  without Matryoshka, 2 at {HALF} / 2 at 384: {ratio('in_batch@192', 'in_batch')}")
-    print(f"  Matryoshka at full width, 4 / 2: {ratio('mrl', 'in_batch')}")
-    with open(triplets_file, encoding="utf-8") as f:
-        mined = sum(1 for _ in f)
-    print(f"hard negatives: {mined} of {len(train)} training pairs kept a mined negative")
+    ratio("fine-tuned (2) / untouched (1)", "in_batch", "minilm", 1.0, beats=True)
+    ratio("hard negatives (3) / in-batch (2)", "hard", "in_batch", 1.0, beats=True)
+    ratio(f"Matryoshka half (4 at {HALF}) / full (4 at 384)", "mrl@192", "mrl", 0.95)
+    ratio(f"without Matryoshka, 2 at {HALF} / 2 at 384", "in_batch@192", "in_batch")
+    ratio("Matryoshka at full width, 4 / 2", "mrl", "in_batch")
+    if "hard" in results:
+        with open(triplets_file, encoding="utf-8") as f:
+            mined = sum(1 for _ in f)
+        print(f"hard negatives: {mined} of {len(train)} training pairs kept a mined negative")
     wall_total = time.perf_counter() - started
     child_cpu = sum(cpu for _, cpu in tools.seconds.values())
     print(
