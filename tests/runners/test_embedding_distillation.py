@@ -23,18 +23,12 @@ from keras_bert_zoo.utils.errors import UserError
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tasks"))
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
 import finetuning_test_helpers as helpers  # noqa: E402
 import sentence_embedding_fixtures as fixtures  # noqa: E402
+from test_distillation_job import QUICK  # noqa: E402  (a few steps of a tiny model)
 
 SEQUENCE_LENGTH = 16
-QUICK = dict(
-    learning_rate=5e-3,
-    lr_schedule="constant",
-    warmup_proportion=0.0,
-    steps_per_loop=4,
-    progress="none",
-    seed=0,
-)
 
 
 # The teacher's training file is the student's too unless the run names another: an
