@@ -207,12 +207,21 @@ def eval_results(output_dir: str) -> tuple[str, dict[str, float]]:
     return next(iter(results.items()))
 
 
-def held_out_examples(files: dict[str, str], split: str):
+def held_out_examples(files: dict[str, str], splits: set[str]):
     """The task's own examples of the retrieval files: queries (with their judgements)
-    then documents, the order of the rows of `embeddings_<split>.npy`."""
+    then documents, the order of the rows of `embeddings_<split>.npy`. `splits`: the
+    names the runs gave the retrieval split (`dev` before e6df4aa, `retrieval` since;
+    runs reused from an older checkout may differ), the first this library reads."""
     from keras_bert_zoo import tasks
+    from keras_bert_zoo.utils.errors import UserError
 
-    return tasks.create_task("sentence_embedding", **files).read(split)
+    task = tasks.create_task("sentence_embedding", **files)
+    for split in sorted(splits):
+        try:
+            return task.read(split)
+        except UserError:
+            continue
+    raise SystemExit(f"this keras_bert_zoo reads none of the runs' splits {sorted(splits)}")
 
 
 def run_vectors(output_dir: str, split: str, examples) -> np.ndarray:
@@ -428,10 +437,9 @@ def run(args, work_dir: str) -> None:
     # === Scores ===
     ran = ["minilm"] + [name for name in ("in_batch", "hard", "mrl") if name in tools.seconds]
     evaluated = {name: eval_results(out[name]) for name in ran}
-    split_name = evaluated["minilm"][0]
-    examples = held_out_examples(files, split_name)
+    examples = held_out_examples(files, {split for split, _ in evaluated.values()})
     results = {name: metrics for name, (_, metrics) in evaluated.items()}
-    vectors = {name: run_vectors(out[name], split_name, examples) for name in ran}
+    vectors = {name: run_vectors(out[name], evaluated[name][0], examples) for name in ran}
     if "mrl" in ran:
         vectors["mrl@192"] = served_vectors(index_dirs, examples)
         results["mrl@192"] = score(vectors["mrl@192"], examples)
