@@ -12,7 +12,8 @@ reads its files) hold one of:
   score mapped from `score_range` to [0, 1].
 
 Retrieval evaluation (the `retrieval` split, beside an `eval_file`'s `dev`) reads
-BEIR's three files (`queries_file`, `corpus_file`, `qrels_file`): queries `{"_id", "text"}`, a corpus `{"_id", "title", "text"}` (the
+BEIR's three files (`queries_file`, `corpus_file`, `qrels_file`): queries
+`{"_id", "text"}`, a corpus `{"_id", "title", "text"}` (the
 title, when not empty, joined before the text with a space, as sentence-transformers'
 `InformationRetrievalEvaluator` is given BEIR corpora) and judgements `query-id
 corpus-id score` (TSV with a header); each also as TSV/CSV with those columns. Only
