@@ -385,7 +385,8 @@ def test_the_installed_minilm_teaches_with_sentence_transformers_vectors(tmp_pat
     sentences no one here wrote are `SentenceTransformer.encode(...,
     normalize_embeddings=True)`'s within 1e-5; the 2-block student of its own blocks
     trains on them and saves an ordinary fine-tuned directory."""
-    sentence_transformers = pytest.importorskip("sentence_transformers")
+    import sentence_transformers
+
     from keras_bert_zoo.checkpoints.installed import resolve_installed_checkpoint
 
     sys.path.insert(0, str(HERE.parent / "tasks"))

@@ -10,7 +10,6 @@ import os
 import re
 
 import numpy as np
-import pytest
 
 from keras_bert_zoo.checkpoints.installed import resolve_installed_checkpoint
 from keras_bert_zoo.runners.finetuning import FinetuningConfig, run_finetuning
@@ -21,7 +20,8 @@ MINILM = "all-MiniLM-L6-v2"
 def lee_sentences(count: int) -> list[str]:
     """The first `count` sentences of gensim's `lee_background.cor` (news stories no one
     here wrote), each of 5 words or more."""
-    gensim = pytest.importorskip("gensim")
+    import gensim
+
     path = os.path.join(os.path.dirname(gensim.__file__), "test", "test_data", "lee_background.cor")
     with open(path, encoding="latin-1") as f:
         text = " ".join(f.read().split())
@@ -30,7 +30,8 @@ def lee_sentences(count: int) -> list[str]:
 
 
 def test_minilm_vectors_through_the_predict_path_equal_sentence_transformers(tmp_path):
-    sentence_transformers = pytest.importorskip("sentence_transformers")
+    import sentence_transformers
+
     directory = resolve_installed_checkpoint(MINILM)
     texts = lee_sentences(40)
     assert len(texts) == 40
