@@ -27,12 +27,12 @@ corpus.ids[0], corpus.texts[0]
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Sequence
 
 from keras_bert_zoo.tasks.sentence.readers import (
     InputFileError,
+    jsonl_records,
     numbered_lines,
     read_delimited,
     read_text,
@@ -81,15 +81,9 @@ def file_format_of(path: str, chosen: str = "auto") -> str:
 
 
 def _jsonl_rows(path: str, columns: Sequence[str], optional: Sequence[str]):
-    for number, line in numbered_lines(read_text(path, description="JSON lines file")):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise CorpusFileError(f"{path}:{number}: not JSON ({error.msg})") from None
-        if not isinstance(record, dict):
-            raise CorpusFileError(
-                f"{path}:{number}: a JSON {type(record).__name__}, expected an object"
-            )
+    # The one reader of JSON lines; BEIR's records hold more keys (`metadata` objects)
+    # than a corpus reads, so the columns are picked here rather than by `read_jsonl`.
+    for number, record in jsonl_records(path, description="JSON lines file"):
         row = {}
         for column in (*columns, *optional):
             value = record.get(column)
