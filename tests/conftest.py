@@ -53,7 +53,7 @@ LONGEST_FILES = (
     # New with the sentence embeddings (seconds not measured on an idle machine yet;
     # each took minutes under load): subprocess clusters, MiniLM tools, exports.
     "training/test_gathered_losses.py",
-    "search/test_tools.py",
+    "search/test_search_tools.py",
     "runners/test_embedding_distillation.py",
     "tasks/test_sentence_embedding_run.py",
     "serving/test_embedding_export.py",

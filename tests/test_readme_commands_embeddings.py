@@ -55,8 +55,9 @@ def test_every_flag_the_section_names_is_a_flag_of_its_tools():
     known = set().union(*(flags[tool] for tool in used))
     named = set(FLAG.findall(prose))
     assert named and not named - known, sorted(named - known)
-    # The lead's figures replace this placeholder (a comment: nothing shows or runs).
-    assert "<!-- figures: embedding_check -->" in _section_text()
+    # The section's figures say which script measured them, and that script exists.
+    assert "Measured figures (`benchmarks/embedding_check.py`" in _section_text()
+    assert (readme.REPO_ROOT / "benchmarks" / "embedding_check.py").is_file()
 
 
 def _read_tsv(path):

@@ -167,6 +167,7 @@ class FinetuningJob(Job):
 
     input_state = "skip"  # task pipelines are deterministic: skipping restores them
     modes = MODES
+    task: Task | None = None  # `prepare` (or the mode that loads a run) creates it
 
     def check_inputs(self) -> None:
         if self.config.trains and not self.config.task:
@@ -278,7 +279,8 @@ class FinetuningJob(Job):
         if self._batching is None:
             self.resolve_batching(model)
         # A task's own forward pass (GradCache) before the job's usual choice.
-        return self.task.training_loss_fn() or super().loss_fn(model)
+        own = self.task.training_loss_fn() if self.task is not None else None
+        return own or super().loss_fn(model)
 
     @property
     def inference_batching(self) -> str:
