@@ -61,7 +61,10 @@ _QUERY_PROMPT = flags.DEFINE_string(
     "query_prompt", None, "Prepended to every query (default: the index's query prompt)."
 )
 _RERANKER = flags.DEFINE_string(
-    "reranker", None, "A fine-tuned sentence-pair model that re-scores the top documents."
+    "reranker",
+    None,
+    "A fine-tuned sentence-pair model (or its run's --output_dir) that re-scores the "
+    "top documents.",
 )
 _RERANKER_LABEL = flags.DEFINE_string(
     "reranker_label", None, "The re-ranker's relevant class (default: its positive class)."

@@ -291,9 +291,9 @@ def open_embedder(
     """The `TextEmbedder` of `model` (see the module docstring).
 
     Args:
-        model: a SavedModel (version or model directory), a fine-tuned directory, a
-            sentence-transformers (or plain BERT) checkpoint directory, or an installed
-            checkpoint's name.
+        model: a SavedModel (version or model directory), a fine-tuned directory (or
+            the --output_dir of its run), a sentence-transformers (or plain BERT)
+            checkpoint directory, or an installed checkpoint's name.
         batch_size: texts a model call.
         max_seq_length: the packed length of a checkpoint's texts (None: its
             sentence-transformers length, else 128); the other two forms keep theirs.
@@ -304,9 +304,11 @@ def open_embedder(
     """
     from keras_bert_zoo.checkpoints.installed import resolve_installed_checkpoint
     from keras_bert_zoo.serving.client import resolve_version_dir
+    from keras_bert_zoo.serving.sources import model_dir_of_run
     from keras_bert_zoo.tasks.saving import TASK_FILE
 
-    directory = resolve_installed_checkpoint(os.fspath(model))
+    # A fine-tuning run's --output_dir stands for its model, as for export_saved_model.
+    directory = model_dir_of_run(resolve_installed_checkpoint(os.fspath(model)))
     if not os.path.isdir(directory):
         raise FileNotFoundError(
             f"--model={model}: no such directory (expected a SavedModel, a fine-tuned "

@@ -41,7 +41,7 @@ class CrossEncoderReranker:
 
     Args:
         finetuned_dir: a directory written by `tools/run_finetuning.py` for a task of two
-            texts.
+            texts (`finetuned/`), or that run's `--output_dir`.
         label: the class whose probability is the score (None: the task's positive
             class); not read for a regression task.
         batch_size: pairs a model call.
@@ -53,9 +53,11 @@ class CrossEncoderReranker:
     def __init__(
         self, finetuned_dir: str, label: str | None = None, batch_size: int = DEFAULT_BATCH_SIZE
     ):
+        from keras_bert_zoo.serving.sources import model_dir_of_run
         from keras_bert_zoo.tasks.saving import load_finetuned
 
-        self.finetuned = load_finetuned(finetuned_dir)
+        # A fine-tuning run's --output_dir stands for its model, as for export_saved_model.
+        self.finetuned = load_finetuned(model_dir_of_run(finetuned_dir))
         task = self.finetuned.task
         self.batch_size = int(batch_size)
         text_fields = tuple(getattr(task, "text_fields", ()))

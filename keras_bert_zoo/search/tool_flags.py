@@ -24,7 +24,8 @@ from keras_bert_zoo.utils import settings
 
 MODEL_HELP = (
     "The embedding model: a SavedModel (version or model directory), a fine-tuned "
-    "directory, a sentence-transformers directory or an installed checkpoint's name."
+    "directory (or its run's --output_dir), a sentence-transformers directory or an "
+    "installed checkpoint's name."
 )
 
 

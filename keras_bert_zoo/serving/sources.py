@@ -242,7 +242,7 @@ def model_dir_of_run(path: str) -> str:
         and os.path.isfile(os.path.join(path, TASK_FILE))
         and os.path.isfile(os.path.join(inner, MODEL_FILE))
     ):
-        logger.info("%s is a fine-tuning run: exporting its model, %s", path, inner)
+        logger.info("%s is a fine-tuning run: using its model, %s", path, inner)
         return inner
     return path
 

@@ -5,6 +5,7 @@ encoder on each text's real tokens alone, mean-pooled, normalised); the prompts 
 form records; a directory that is none of them refused in one line."""
 
 import pathlib
+import shutil
 
 import numpy as np
 import pytest
@@ -103,15 +104,21 @@ def test_finetuned_directory_embeds_with_its_embedder_and_prompts(tmp_path):
     )
     encoder = search_helpers.tiny_encoder(seed=11)
     model = task.build_model(encoder)
+    # A run's layout: its task.json beside finetuned/, the model.
+    finetuned = tmp_path / "finetuned"
     tasks.save_finetuned(
-        str(tmp_path), task, model, BertTokenizer(search_helpers.VOCABULARY, lowercase=True)
+        str(finetuned), task, model, BertTokenizer(search_helpers.VOCABULARY, lowercase=True)
     )
-    embedder = embedders.open_embedder(str(tmp_path), batch_size=4)
+    shutil.copy(finetuned / "task.json", tmp_path / "task.json")
+    embedder = embedders.open_embedder(str(finetuned), batch_size=4)
     assert embedder.kind == embedders.FINETUNED
     assert (embedder.query_prompt, embedder.document_prompt) == (QUERY_PROMPT, DOCUMENT_PROMPT)
     got = embedder.embed(TEXTS, prompt=embedder.query_prompt)
     want = search_helpers.mean_pooled_unit_vectors(encoder, [QUERY_PROMPT + t for t in TEXTS])
     np.testing.assert_allclose(got, want, atol=2e-5)
+    # The run's --output_dir stands for its model.
+    from_run = embedders.open_embedder(str(tmp_path), batch_size=4)
+    np.testing.assert_allclose(from_run.embed(TEXTS, prompt=QUERY_PROMPT), want, atol=2e-5)
 
 
 def test_what_is_no_embedding_model(tmp_path):

@@ -3,6 +3,8 @@ probability of the relevant class, computed here by calling the Keras model dire
 on the packed (query, document) pairs and a numpy softmax; the documents come back in
 that order; `answer_queries` puts the re-ranked head before the rest."""
 
+import shutil
+
 import numpy as np
 import pytest
 import search_helpers
@@ -52,6 +54,16 @@ def test_scores_are_the_models_probability_of_the_label(classifier):
     np.testing.assert_allclose(ordered, np.sort(probabilities[:, 1])[::-1], atol=1e-5)
     other = CrossEncoderReranker(path, label="0")
     np.testing.assert_allclose(other.scores(QUERY, DOCUMENTS), probabilities[:, 0], atol=1e-5)
+
+
+def test_a_runs_output_dir_stands_for_its_model(classifier, tmp_path):
+    path, task, model, tokenizer = classifier
+    run = tmp_path / "run"  # a run's layout: its task.json beside finetuned/, the model
+    shutil.copytree(path, run / "finetuned")
+    shutil.copy(run / "finetuned" / "task.json", run / "task.json")
+    probabilities = _direct_probabilities(model, tokenizer, task, QUERY, DOCUMENTS)
+    scores = CrossEncoderReranker(str(run)).scores(QUERY, DOCUMENTS)
+    np.testing.assert_allclose(scores, probabilities[:, 1], atol=1e-5)
 
 
 def test_answer_queries_reranks_the_head_only(classifier):
