@@ -23,6 +23,7 @@ The data (gensim's test data, which the `demo` extra installs; no download):
 | tagging | lee_background.cor news, gazetteer NER tags (`_finetune_families`) | 128 |
 | spans | cloze questions over Wikipedia paragraphs (`_finetune_families`) | 384 |
 | multiple_choice | a Wikipedia sentence and 4 candidate next sentences | 128 |
+| sentence_embedding | Wikipedia pairs: a first sentence, its paragraph (`_wiki_retrieval`) | 128 |
 | distillation | a 3-block student of a MiniLM teacher of the review sentences | 128 |
 
 Each run trains `--steps` steps of `--batch_size` sequences in loops of
@@ -63,6 +64,7 @@ FAMILIES = (
     "tagging",
     "spans",
     "multiple_choice",
+    "sentence_embedding",
     "distillation",
 )
 LAYOUTS = ("padded", "bucketed", "packed")
@@ -175,6 +177,19 @@ def family_settings(name: str, data_dir: str, quick: bool) -> dict:
                 record = {"context": article[index], "choices": choices, "label": label}
                 f.write(json.dumps(record) + "\n")
         return {"task": "multiple_choice", "data_dir": data_dir, "max_seq_length": 128}
+    if name == "sentence_embedding":
+        from benchmarks import _wiki_retrieval
+
+        split = _wiki_retrieval.split_by_article(
+            _wiki_retrieval.read_articles(), held_out_fraction=0.25, seed=0
+        )
+        _wiki_retrieval.write_pairs(os.path.join(data_dir, "pairs.jsonl"), split.train)
+        return {
+            "task": "sentence_embedding",
+            "data_dir": data_dir,
+            "max_seq_length": 128,
+            "task_options": {"train_file": "pairs.jsonl"},
+        }
     if name == "distillation":
         return family_settings("sentences", data_dir, quick)
     raise ValueError(name)
