@@ -121,6 +121,9 @@ class TeacherOutputsCache:
         digest = _Digest(input_names)
         shapes: dict[str, list[int]] | None = None
         start = last_log = time.monotonic()
+        # The rate counts from the first batch: before it, the input pipeline fills its
+        # sorted windows, and a rate over that wait made the first ETAs far too long.
+        first: tuple[float, int] | None = None
         with atomic_path(self.records_path) as temp_path, tf.io.TFRecordWriter(temp_path) as out:
             for batch, outputs in batches:
                 digest.update(batch)
@@ -143,9 +146,12 @@ class TeacherOutputsCache:
                         ).SerializeToString()
                     )
                 now = time.monotonic()
-                if now - last_log >= _LOG_EVERY_SECONDS:
+                if first is None:
+                    first = (now, digest.rows)
+                elif now - last_log >= _LOG_EVERY_SECONDS:
                     last_log = now
-                    _log_progress(digest.rows, num_rows, now - start)
+                    rate = (digest.rows - first[1]) / max(now - first[0], 1e-9)
+                    _log_progress(digest.rows, num_rows, rate)
         if shapes is None:
             raise UserError("no training features to compute the teacher's outputs on")
         meta = {
@@ -194,8 +200,7 @@ class TeacherOutputsCache:
         )
 
 
-def _log_progress(rows: int, total: int | None, elapsed: float) -> None:
-    rate = rows / max(elapsed, 1e-9)
+def _log_progress(rows: int, total: int | None, rate: float) -> None:
     if total and rows <= total:
         eta = max(total - rows, 0) / rate if rate else float("nan")
         logger.info(

@@ -103,3 +103,23 @@ def test_a_write_that_fails_leaves_neither_file_and_the_old_cache_unreadable(tmp
     assert cache.meta() is None
     assert not cache.matches(tf.data.Dataset.from_tensor_slices(features), INPUTS)
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_the_progress_rate_starts_at_the_first_batch(tmp_path, monkeypatch, caplog):
+    """The pipeline's wait for its first batch (sorted windows filling) is not part of
+    the rate: 100 s of wait, then 4 rows a second, must log 4/s and the ETA of the rest."""
+    from keras_bert_zoo.data import teacher_outputs
+
+    clock = iter([0.0, 100.0, 101.0, 102.0])  # start, then after each of 3 batches
+    monkeypatch.setattr(teacher_outputs.time, "monotonic", lambda: next(clock, 103.0))
+    monkeypatch.setattr(teacher_outputs, "_LOG_EVERY_SECONDS", 0)
+    features = _features(rows=12)
+    with caplog.at_level("INFO", logger=teacher_outputs.__name__):
+        TeacherOutputsCache(str(tmp_path)).write(
+            _batches(features, _span_outputs, 4), INPUTS, num_rows=20
+        )
+    lines = [r.getMessage() for r in caplog.records if "of 20 training features" in r.message]
+    assert lines == [
+        "Teacher outputs: 8 of 20 training features (4/s), ETA 3 s",
+        "Teacher outputs: 12 of 20 training features (4/s), ETA 2 s",
+    ]
