@@ -177,3 +177,48 @@ def write_beir(
         "corpus_file": write_jsonl(os.path.join(directory, "corpus.jsonl"), documents),
         "qrels_file": qrels,
     }
+
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """The files of a benchmark run: training pairs and the held-out BEIR files."""
+
+    articles: list[Article]
+    split: Split
+    train: list[Pair]
+    pairs_file: str
+    files: dict[str, str]
+    query_count: int
+
+    def description(self) -> str:
+        """One line: what was read, trained on and held out."""
+        split = self.split
+        return (
+            f"data: {len(self.articles)} Wikipedia articles; training: {len(self.train)} pairs "
+            f"of {split.train_articles} articles; held out: {self.query_count} queries against "
+            f"{len(split.held_out)} paragraphs of {split.held_out_articles} other articles "
+            f"({near_duplicates(split.held_out, self.train)} of them share over half their "
+            "8-word runs with the training pairs)"
+        )
+
+
+def prepare(
+    data_dir: str,
+    train_pairs: int,
+    held_out_fraction: float,
+    max_queries: int | None,
+    seed: int,
+) -> Prepared:
+    """The excerpt split by article (`seed`); at most `train_pairs` training pairs (a
+    seeded sample) in `data_dir/train_pairs.jsonl` (`write_pairs`), the held-out BEIR
+    files in `data_dir/held_out/` (`write_beir`, `max_queries` of them asked)."""
+    articles = read_articles()
+    split = split_by_article(articles, held_out_fraction, seed)
+    train = split.train
+    if len(train) > train_pairs:
+        train = random.Random(seed).sample(train, train_pairs)
+    pairs_file = write_pairs(os.path.join(data_dir, "train_pairs.jsonl"), train)
+    files = write_beir(os.path.join(data_dir, "held_out"), split.held_out, max_queries, seed)
+    with open(files["queries_file"], encoding="utf-8") as f:
+        query_count = sum(1 for _ in f)
+    return Prepared(articles, split, train, pairs_file, files, query_count)

@@ -62,7 +62,6 @@ import contextlib
 import json
 import os
 import platform
-import random
 import shlex
 import subprocess
 import sys
@@ -295,15 +294,21 @@ def describe_environment() -> list[str]:
     ]
 
 
+def work_directory(work_dir: str | None, reuse: bool, prefix: str):
+    """A context giving the directory the runs write to: `work_dir` (created; refused
+    when it holds files and not `reuse`), else a temporary directory removed after."""
+    if work_dir:
+        os.makedirs(work_dir, exist_ok=True)
+        if os.listdir(work_dir) and not reuse:
+            raise SystemExit(f"--work_dir={work_dir} is not empty: pass --reuse, or a new one")
+        return contextlib.nullcontext(work_dir)
+    return tempfile.TemporaryDirectory(prefix=prefix)
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
-    if args.work_dir:
-        os.makedirs(args.work_dir, exist_ok=True)
-        if os.listdir(args.work_dir) and not args.reuse:
-            raise SystemExit(f"--work_dir={args.work_dir} is not empty: pass --reuse, or a new one")
     # Four runs' checkpoints and an export (about 1 GB): kept only where --work_dir asks.
-    kept = contextlib.nullcontext(args.work_dir) if args.work_dir else None
-    with kept or tempfile.TemporaryDirectory(prefix="embedding_check_") as work_dir:
+    with work_directory(args.work_dir, args.reuse, "embedding_check_") as work_dir:
         run(args, work_dir)
 
 
@@ -313,24 +318,16 @@ def run(args, work_dir: str) -> None:
         print(line)
 
     # === Data ===
-    articles = wiki.read_articles()
-    split = wiki.split_by_article(articles, args.held_out_fraction, args.seed)
-    train = split.train
-    if len(train) > args.train_pairs:
-        train = random.Random(args.seed).sample(train, args.train_pairs)
-    pairs_file = wiki.write_pairs(os.path.join(work_dir, "data", "train_pairs.jsonl"), train)
-    files = wiki.write_beir(
-        os.path.join(work_dir, "data", "held_out"), split.held_out, args.max_queries, args.seed
+    data = wiki.prepare(
+        os.path.join(work_dir, "data"),
+        args.train_pairs,
+        args.held_out_fraction,
+        args.max_queries,
+        args.seed,
     )
-    with open(files["queries_file"], encoding="utf-8") as f:
-        query_count = sum(1 for _ in f)
-    print(
-        f"data: {len(articles)} Wikipedia articles; training: {len(train)} pairs of "
-        f"{split.train_articles} articles; held out: {query_count} queries against "
-        f"{len(split.held_out)} paragraphs of {split.held_out_articles} other articles "
-        f"({wiki.near_duplicates(split.held_out, train)} of them share over half their "
-        "8-word runs with the training pairs)"
-    )
+    split, train, pairs_file, files = data.split, data.train, data.pairs_file, data.files
+    query_count = data.query_count
+    print(data.description())
     print(
         f"runs: {args.steps} steps of {args.batch_size} at lr {args.learning_rate:g}, "
         f"max_seq_length {args.max_seq_length}, seed {args.seed}",
