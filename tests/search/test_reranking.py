@@ -98,6 +98,38 @@ def test_answer_queries_reranks_the_head_only(classifier):
     assert [d["id"] for d in plain[0]["documents"]] == ["d5", "d4", "d3"]
 
 
+def test_several_queries_rerank_in_one_call_each_by_its_own_pairs(classifier):
+    path, task, model, tokenizer = classifier
+    reranker = CrossEncoderReranker(path, batch_size=4)
+    calls = []
+    pair_scores = reranker.pair_scores
+    reranker.pair_scores = lambda pairs: calls.append(len(pairs)) or pair_scores(pairs)
+    corpus = CorpusIndex(
+        ids=[f"d{i}" for i in range(len(DOCUMENTS))],
+        texts=DOCUMENTS,
+        vectors=np.eye(len(DOCUMENTS), dtype=np.float32),
+        manifest={},
+    )
+    queries = [QUERY, "market news today", "music on a stage"]
+    positions = np.array([[5, 4, 3, 2, 1, 0], [0, 1, 2, 3, 4, 5], [2, 5, 0, 4, 1, 3]])
+    cosines = np.tile(np.linspace(0.9, 0.4, 6, dtype=np.float32), (3, 1))
+    answers = answer_queries(
+        corpus, queries, cosines, positions, top_k=4, reranker=reranker, rerank_top_k=3
+    )
+    assert calls == [9]  # the three queries' heads in one prediction pass
+    for query, row, answer in zip(queries, positions, answers, strict=True):
+        head = [DOCUMENTS[p] for p in row[:3]]
+        probabilities = _direct_probabilities(model, tokenizer, task, query, head)[:, 1]
+        want = [f"d{row[i]}" for i in np.argsort(-probabilities, kind="stable")]
+        documents = answer["documents"]
+        assert answer["query"] == query and len(documents) == 4
+        assert [d["id"] for d in documents[:3]] == want
+        np.testing.assert_allclose(
+            [d["rerank_score"] for d in documents[:3]], np.sort(probabilities)[::-1], atol=1e-5
+        )
+        assert documents[3]["id"] == f"d{row[3]}" and "rerank_score" not in documents[3]
+
+
 def test_a_reranker_must_read_two_texts_and_have_the_label(classifier, tmp_path):
     path, *_ = classifier
     with pytest.raises(RerankerError, match=r"has no class 'yes' \(its classes: \['0', '1'\]\)"):
