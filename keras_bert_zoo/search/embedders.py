@@ -16,7 +16,7 @@ texts of similar length, each trimmed to its longest row); a SavedModel answers 
 batches it is given. Each embedder knows the prompts its model was trained or exported
 with (`query_prompt`, `document_prompt`: the task's options, the export's
 description), which the caller prepends (`embed(texts, prompt=...)`). A progress line
-is logged every `PROGRESS_SECONDS`.
+is logged every `progress.PROGRESS_SECONDS`.
 
 Example:
 
@@ -31,19 +31,14 @@ vectors = embedder.embed(["A man plays a guitar.", "Stocks fell."])  # (2, 384) 
 from __future__ import annotations
 
 import abc
-import logging
 import os
-import time
 from collections.abc import Sequence
 
 import numpy as np
 
+from keras_bert_zoo.search.progress import ProgressLog
 from keras_bert_zoo.utils.errors import UserError
 
-logger = logging.getLogger(__name__)
-
-# Seconds between two progress lines of a long embedding.
-PROGRESS_SECONDS = 15.0
 DEFAULT_BATCH_SIZE = 64
 # Texts tokenized per preprocessor call.
 _TOKENIZE_BATCH = 256
@@ -55,30 +50,6 @@ SENTENCE_TRANSFORMERS = "sentence_transformers"
 
 class EmbedderError(UserError):
     """A `--model` that is none of the three forms an embedding model takes."""
-
-
-class _Progress:
-    """`embedded 1200 of 50000 texts (41/s), ETA 20 min` every `PROGRESS_SECONDS`."""
-
-    def __init__(self, total: int, what: str):
-        self.total, self.what = total, what
-        self.start = self.last = time.monotonic()
-
-    def update(self, done: int) -> None:
-        now = time.monotonic()
-        if now - self.last < PROGRESS_SECONDS or done >= self.total:
-            return
-        self.last = now
-        rate = done / max(now - self.start, 1e-9)
-        eta = (self.total - done) / rate if rate else float("nan")
-        logger.info(
-            "embedded %d of %d %s (%.0f/s), ETA %s",
-            done,
-            self.total,
-            self.what,
-            rate,
-            f"{eta / 60:.1f} min" if eta >= 60 else f"{eta:.0f} s",
-        )
 
 
 class TextEmbedder(abc.ABC):
@@ -119,14 +90,12 @@ class TextEmbedder(abc.ABC):
         texts = [f"{prompt or ''}{text}" for text in texts]
         if not texts:
             raise UserError("no texts to embed")
-        progress = _Progress(len(texts), what)
+        progress = ProgressLog(len(texts), what, verb="embedded")
         chunks = []
         for chunk in self._embed_batches(texts, progress):
             chunks.append(np.asarray(chunk, np.float32))
         vectors = np.concatenate(chunks)
-        seconds = time.monotonic() - progress.start
-        if seconds >= PROGRESS_SECONDS:
-            logger.info("embedded %d %s in %.0f s", len(texts), what, seconds)
+        progress.finish()
         if vectors.ndim != 2 or len(vectors) != len(texts):
             raise UserError(
                 f"{self.source}: answered vectors of shape {vectors.shape} for {len(texts)} texts"
@@ -134,7 +103,7 @@ class TextEmbedder(abc.ABC):
         return vectors
 
     @abc.abstractmethod
-    def _embed_batches(self, texts: list[str], progress: _Progress):
+    def _embed_batches(self, texts: list[str], progress: ProgressLog):
         """Yields the vectors of `texts` in order, in chunks, updating `progress`."""
 
 

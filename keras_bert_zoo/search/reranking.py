@@ -85,7 +85,8 @@ class CrossEncoderReranker:
 
     def pair_scores(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """float64 `[len(pairs)]`: each pair's score (the class's probability, or the
-        regression's score)."""
+        regression's score). A pass over many pairs logs its progress (pairs/s, ETA)."""
+        from keras_bert_zoo.search.progress import ProgressLog
         from keras_bert_zoo.tasks.prediction import predict
 
         if not pairs:
@@ -95,9 +96,16 @@ class CrossEncoderReranker:
             self.finetuned.model,
             self.finetuned.preprocessor,
         )
+        progress = ProgressLog(len(pairs), "(query, document) pairs", verb="re-scored")
         answers = predict(
-            task, model, task.examples_from_texts(list(pairs)), preprocessor, self.batch_size
+            task,
+            model,
+            task.examples_from_texts(list(pairs)),
+            preprocessor,
+            self.batch_size,
+            on_features=progress.update,
         )
+        progress.finish()
         if self.is_regression:
             return np.array([answer.score for answer in answers], np.float64)
         return np.array([answer.probabilities[self.label] for answer in answers], np.float64)

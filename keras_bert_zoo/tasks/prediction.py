@@ -261,6 +261,7 @@ def predict_raw(
     batch_size: int = 32,
     *,
     batching: str = "bucketed",
+    on_features: Callable[[int], None] | None = None,
 ) -> tuple[Any, dict[str, np.ndarray]]:
     """`(outputs, meta)`: the model's raw outputs and the features' metadata, as numpy,
     concatenated over every feature of `examples` in order (one host-side pass).
@@ -268,15 +269,21 @@ def predict_raw(
     Under any distribution strategy, every process computes every answer, the same as
     one device (see `_forward_function`); callers decide which process writes them.
     `batching`: `"bucketed"` (sorted, trimmed batches; the outputs as long as the
-    features) or `"padded"` (see the module docstring).
+    features) or `"padded"` (see the module docstring). `on_features`, when given, is
+    called after each batch with the number of features answered so far (a caller's
+    progress line).
     """
     features = task.features(examples, preprocessor, training=False)
     outputs, metas = [], []
+    done = 0
     for batch, batch_outputs in outputs_by_batch(
         task, model, features, batch_size, batching=batching
     ):
         outputs.append(batch_outputs)
         metas.append(task.feature_meta(batch))
+        done += len(batch[INPUT_MASK])
+        if on_features is not None:
+            on_features(done)
     if not outputs:
         raise UserError(f"{task}: no features to predict on ({len(examples)} examples)")
     return _concatenate(outputs), _concatenate(metas)
@@ -290,8 +297,11 @@ def predict(
     batch_size: int = 32,
     *,
     batching: str = "bucketed",
+    on_features: Callable[[int], None] | None = None,
 ) -> list:
-    """Answers for `examples`: features -> model -> `task.postprocess` (`batching`: as
-    `predict_raw`'s)."""
-    outputs, meta = predict_raw(task, model, examples, preprocessor, batch_size, batching=batching)
+    """Answers for `examples`: features -> model -> `task.postprocess` (`batching`,
+    `on_features`: as `predict_raw`'s)."""
+    outputs, meta = predict_raw(
+        task, model, examples, preprocessor, batch_size, batching=batching, on_features=on_features
+    )
     return task.postprocess(outputs, meta, examples)

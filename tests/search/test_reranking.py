@@ -130,6 +130,22 @@ def test_several_queries_rerank_in_one_call_each_by_its_own_pairs(classifier):
         assert documents[3]["id"] == f"d{row[3]}" and "rerank_score" not in documents[3]
 
 
+def test_a_long_rescoring_logs_its_progress_and_keeps_the_scores(classifier, monkeypatch, caplog):
+    from keras_bert_zoo.search import progress
+
+    path, task, model, tokenizer = classifier
+    reranker = CrossEncoderReranker(path, batch_size=2)
+    monkeypatch.setattr(progress, "PROGRESS_SECONDS", 0.0)  # a line after every batch
+    with caplog.at_level("INFO", logger=progress.__name__):
+        scores = reranker.scores(QUERY, DOCUMENTS)
+    lines = [record.getMessage() for record in caplog.records]
+    counted = [line for line in lines if " of 6 (query, document) pairs " in line]
+    assert counted and all(line.startswith("re-scored ") and "ETA" in line for line in counted)
+    assert lines[-1].startswith("re-scored 6 (query, document) pairs in ")
+    probabilities = _direct_probabilities(model, tokenizer, task, QUERY, DOCUMENTS)
+    np.testing.assert_allclose(scores, probabilities[:, 1], atol=1e-5)
+
+
 def test_a_reranker_must_read_two_texts_and_have_the_label(classifier, tmp_path):
     path, *_ = classifier
     with pytest.raises(RerankerError, match=r"has no class 'yes' \(its classes: \['0', '1'\]\)"):
