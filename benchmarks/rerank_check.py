@@ -56,7 +56,8 @@ Usage (from the repository root):
     PYTHONPATH=. python benchmarks/rerank_check.py --quick    # smoke run: a few minutes
     [--steps 200] [--batch_size 16] [--learning_rate 3e-5] [--max_seq_length 128]
     [--train_pairs 1500] [--max_queries 500] [--rerank_top_k 20] [--margin 0.05]
-    [--held_out_fraction 0.25] [--bootstrap 1000] [--seed 0] [--work_dir DIR [--reuse]]
+    [--random_negatives 0] [--held_out_fraction 0.25] [--bootstrap 1000] [--seed 0]
+    [--work_dir DIR [--reuse]]
 
 `--work_dir` keeps the runs, logs, index and answer files (about 300 MB); `--reuse` with
 it keeps the steps an earlier run of the script there finished (same flags: nothing
@@ -122,6 +123,14 @@ def parse_args(argv=None):
         "--rerank_top_k", type=int, default=20, help="Documents re-scored a query (K >= 10)."
     )
     parser.add_argument("--margin", type=float, default=0.05, help="mine_hard_negatives --margin.")
+    parser.add_argument(
+        "--random_negatives",
+        type=int,
+        default=0,
+        help="Per training pair, this many more negatives: other pairs' positives, drawn at "
+        "random (seeded). Easy ones: with the mined ones alone the pair task can sit at "
+        "chance for hundreds of steps.",
+    )
     parser.add_argument("--held_out_fraction", type=float, default=0.25)
     parser.add_argument("--bootstrap", type=int, default=1000, help="Resamples of the queries.")
     parser.add_argument("--seed", type=int, default=0)
@@ -141,16 +150,22 @@ def parse_args(argv=None):
     return args
 
 
-def pair_rows(triplets_file: str, seed: int) -> list[dict]:
+def pair_rows(triplets_file: str, seed: int, random_negatives: int = 0) -> list[dict]:
     """The cross-encoder's rows of the mined triplets: (query, positive) labelled 1,
-    (query, negative) labelled 0, shuffled (seeded)."""
-    rows = []
+    (query, negative) labelled 0, and `random_negatives` (query, another triplet's
+    positive) labelled 0 a triplet, shuffled (seeded)."""
     with open(triplets_file, encoding="utf-8") as f:
-        for line in f:
-            triplet = json.loads(line)
-            rows.append({"query": triplet["anchor"], "document": triplet["positive"], "label": 1})
-            rows.append({"query": triplet["anchor"], "document": triplet["negative_1"], "label": 0})
-    random.Random(seed).shuffle(rows)
+        triplets = [json.loads(line) for line in f]
+    rng = random.Random(seed)
+    rows = []
+    for index, triplet in enumerate(triplets):
+        rows.append({"query": triplet["anchor"], "document": triplet["positive"], "label": 1})
+        rows.append({"query": triplet["anchor"], "document": triplet["negative_1"], "label": 0})
+        others = [i for i in rng.sample(range(len(triplets)), random_negatives + 1) if i != index]
+        for other in others[:random_negatives]:
+            document = triplets[other]["positive"]
+            rows.append({"query": triplet["anchor"], "document": document, "label": 0})
+    rng.shuffle(rows)
     return rows
 
 
@@ -288,11 +303,13 @@ def run(args, work_dir: str) -> None:
         f"--margin={args.margin}",
         length,
     )
-    rows = pair_rows(paths["triplets"], args.seed)
+    rows = pair_rows(paths["triplets"], args.seed, args.random_negatives)
     wiki.write_jsonl(paths["pairs"], rows)
+    kept = sum(row["label"] for row in rows)
     print(
-        f"cross-encoder rows: {len(rows)} ({len(rows) // 2} of {len(data.train)} training pairs "
-        "kept a mined negative; each its positive and its negative)",
+        f"cross-encoder rows: {len(rows)} ({kept} of {len(data.train)} training pairs "
+        f"kept a mined negative; each its positive, its negative and {args.random_negatives} "
+        "random ones)",
         flush=True,
     )
     # 2. The cross-encoder: the pair task from MiniLM, as a user types it.
