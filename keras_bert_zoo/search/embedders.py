@@ -16,7 +16,7 @@ texts of similar length, each trimmed to its longest row); a SavedModel answers 
 batches it is given. Each embedder knows the prompts its model was trained or exported
 with (`query_prompt`, `document_prompt`: the task's options, the export's
 description), which the caller prepends (`embed(texts, prompt=...)`). A progress line
-is logged every `progress.PROGRESS_SECONDS`.
+is logged every `utils.progress.PROGRESS_SECONDS`.
 
 Example:
 
@@ -36,8 +36,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from keras_bert_zoo.search.progress import ProgressLog
 from keras_bert_zoo.utils.errors import UserError
+from keras_bert_zoo.utils.progress import ProgressLog
 
 DEFAULT_BATCH_SIZE = 64
 # Texts tokenized per preprocessor call.

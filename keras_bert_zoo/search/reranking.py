@@ -27,6 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from keras_bert_zoo.utils.errors import UserError
+from keras_bert_zoo.utils.progress import ProgressLog
 
 DEFAULT_BATCH_SIZE = 32
 
@@ -86,7 +87,6 @@ class CrossEncoderReranker:
     def pair_scores(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """float64 `[len(pairs)]`: each pair's score (the class's probability, or the
         regression's score). A pass over many pairs logs its progress (pairs/s, ETA)."""
-        from keras_bert_zoo.search.progress import ProgressLog
         from keras_bert_zoo.tasks.prediction import predict
 
         if not pairs:

@@ -34,9 +34,7 @@ with writer.as_default():
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import logging
-import math
 import os
 import shutil
 import sys
@@ -50,6 +48,7 @@ import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
 from keras_bert_zoo.utils import run_layout
+from keras_bert_zoo.utils.progress import format_eta
 
 logger = logging.getLogger(__name__)
 
@@ -277,12 +276,6 @@ class ResumedProgbar(keras.utils.Progbar):
 
     def _estimate_step_duration(self, current, now):
         return super()._estimate_step_duration(current - self.start_step, now)
-
-
-def format_eta(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "?"
-    return str(datetime.timedelta(seconds=int(seconds)))
 
 
 def loop_logs(

@@ -131,7 +131,7 @@ def test_several_queries_rerank_in_one_call_each_by_its_own_pairs(classifier):
 
 
 def test_a_long_rescoring_logs_its_progress_and_keeps_the_scores(classifier, monkeypatch, caplog):
-    from keras_bert_zoo.search import progress
+    from keras_bert_zoo.utils import progress
 
     path, task, model, tokenizer = classifier
     reranker = CrossEncoderReranker(path, batch_size=2)

@@ -1,10 +1,10 @@
-"""A long pass's progress lines for a search tool's user: `embedded 1200 of 50000
-passages (41/s), ETA 20 min`, one every `PROGRESS_SECONDS`, and what the whole pass
-took when it took that long.
+"""A long pass's progress lines: `embedded 1200 of 50000 passages (41/s), ETA 0:20:00`,
+one every `PROGRESS_SECONDS`, and what the whole pass took when it took that long; and
+`format_eta`, the one ETA format of every progress line (the training loop's too).
 
-The embedders (a corpus's or the queries' vectors) and the re-ranker (a cross-encoder
-over every query's top-k pairs) both run for minutes on a large input, with no Keras
-progress bar of their own (their batches come from the prediction engine).
+The search tools' embedders (a corpus's or the queries' vectors) and re-ranker (a
+cross-encoder over every query's top-k pairs) run for minutes on a large input with no
+Keras progress bar of their own (their batches come from the prediction engine).
 
 Example:
 
@@ -18,7 +18,9 @@ progress.finish()
 
 from __future__ import annotations
 
+import datetime
 import logging
+import math
 import time
 
 logger = logging.getLogger(__name__)
@@ -28,7 +30,10 @@ PROGRESS_SECONDS = 15.0
 
 
 def format_eta(seconds: float) -> str:
-    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+    """`H:MM:SS`, or `?` while no rate is known."""
+    if not math.isfinite(seconds):
+        return "?"
+    return str(datetime.timedelta(seconds=int(seconds)))
 
 
 class ProgressLog:
