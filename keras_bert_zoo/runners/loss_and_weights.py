@@ -198,13 +198,25 @@ def span_loss_without_padding(model, x, y, sample_weight):
     return loss, y_pred
 
 
-def packing_transform(micro_batches: int = 1) -> Callable:
+def packing_transform(micro_batches: int = 1, *, row_bucket: int = 4) -> Callable:
     """`Trainer(dataset_transform=...)` packing each padded batch several examples to a
     row (`data.sequence_packing.packed_dataset`), each of `micro_batches` parts on its
-    own (gradient accumulation splits the packed batch into them)."""
+    own (gradient accumulation splits the packed batch into them), the row count rounded
+    up to a multiple of `row_bucket`."""
     from keras_bert_zoo.data.sequence_packing import packed_dataset
 
-    return functools.partial(packed_dataset, micro_batches=micro_batches)
+    return functools.partial(packed_dataset, micro_batches=micro_batches, row_bucket=row_bucket)
+
+
+def packed_row_bucket(*, compiled_per_shape: bool) -> int:
+    """The row count a packed training batch is rounded up to a multiple of.
+
+    A step compiled per shape (XLA, TPUs) wants few row counts: 4 bounds them to
+    batch / 4 compilations. Without XLA the training loop is traced once whatever the
+    rows, so each batch keeps exactly the rows it fills: on the main job's sentences
+    (batch 16, length 128) rounding to 4 sent 16% of the batches from 5 rows to 8, 77% of
+    the computed tokens real against 87% unrounded (README 'Speed on CPUs')."""
+    return 4 if compiled_per_shape else 1
 
 
 def load_checkpoint(path: str) -> Callable:

@@ -53,10 +53,11 @@ from keras_bert_zoo.runners import fingerprint, run_dir
 from keras_bert_zoo.runners.loss_and_weights import (
     load_checkpoint,
     model_loss_fn,
+    packed_row_bucket,
     packing_transform,
 )
 from keras_bert_zoo.training import distribute
-from keras_bert_zoo.utils import run_layout
+from keras_bert_zoo.utils import cpu_kernels, run_layout
 from keras_bert_zoo.utils.deprecation import REMOVAL
 from keras_bert_zoo.utils.errors import UserError
 
@@ -178,7 +179,15 @@ class Job(abc.ABC):
         (else None)."""
         if self.batching() != "packed":
             return None
-        return packing_transform(self.config.gradient_accumulation_steps)
+        config = self.config
+        compiled_per_shape = (
+            cpu_kernels.training_jit_compile(config.jit_compile)
+            or config.distribution_strategy == "tpu"
+        )
+        return packing_transform(
+            config.gradient_accumulation_steps,
+            row_bucket=packed_row_bucket(compiled_per_shape=compiled_per_shape),
+        )
 
     @abc.abstractmethod
     def record_run(self, *, write: bool) -> None:

@@ -107,6 +107,42 @@ def test_both_runners_read_batching_from_their_command_line():
     assert job.dataset_transform() is None
 
 
+def _packed_rows(job, lengths, seq_len=16) -> int:
+    """Rows of the packed batch the job's transformation makes of examples of `lengths`."""
+    import numpy as np
+    import tensorflow as tf
+
+    mask = np.array([[1] * n + [0] * (seq_len - n) for n in lengths], np.int32)
+    x = {"input_word_ids": mask * 7, "input_mask": mask, "input_type_ids": mask * 0}
+    batches = tf.data.Dataset.from_tensors((x, np.zeros(len(lengths), np.int32)))
+    packed, _ = next(iter(job.dataset_transform()(batches)))
+    return int(packed["input_word_ids"].shape[0])
+
+
+def test_packed_rows_are_rounded_only_where_a_step_is_compiled_per_shape():
+    # Five rows' worth of examples (first fit: 16 | 9+7 | 9+7 | 9+7 | 9): without XLA the
+    # loop is traced once whatever the rows, so the batch keeps its five; with XLA (or on
+    # a TPU) the rows are rounded up to 4's multiples, 8, to bound the compilations.
+    lengths = [16, 9, 9, 9, 9, 7, 7, 7]
+    for jit_compile, strategy, rows in (
+        (False, "one_device", 5),
+        (None, "one_device", 5),  # the tools' choice on every CPU kind: no XLA to train
+        (True, "one_device", 8),
+        (False, "tpu", 8),
+    ):
+        config = finetuning.FinetuningConfig(
+            task="glue/sst2",
+            output_dir="/tmp/x",
+            batching="packed",
+            jit_compile=jit_compile,
+            distribution_strategy=strategy,
+        )
+        assert _packed_rows(finetuning.FinetuningJob(config), lengths) == rows, (
+            jit_compile,
+            strategy,
+        )
+
+
 def test_the_job_picks_the_loss_function_of_its_model():
     # Padded batches: the head positions' loss for the models that declare their heads'
     # positions, else the model's own call.
