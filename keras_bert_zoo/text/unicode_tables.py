@@ -14,6 +14,8 @@ import functools
 import sys
 import unicodedata
 
+import numpy as np
+
 # CJK Unified Ideographs blocks exactly as google-research/bert's `_is_chinese_char`
 # (Hangul, Hiragana and Katakana are deliberately absent there).
 _CJK_RANGES = (
@@ -39,18 +41,18 @@ def is_dropped(codepoint: int, category: str) -> bool:
 
 def regex_class(codepoints) -> str:
     """An RE2 character class `[...]` matching exactly `codepoints`."""
-    points = sorted(set(codepoints))
-    parts = []
-    i = 0
-    while i < len(points):
-        j = i
-        while j + 1 < len(points) and points[j + 1] == points[j] + 1:
-            j += 1
-        if i == j:
-            parts.append(f"\\x{{{points[i]:X}}}")
-        else:
-            parts.append(f"\\x{{{points[i]:X}}}-\\x{{{points[j]:X}}}")
-        i = j + 1
+    # numpy finds the runs: the unassigned code points alone are 830k (a Python loop
+    # over them took 0.5 s of every process's start). Sorted and deduplicated by hand:
+    # numpy 2.4's `np.unique` took 3 s on them.
+    points = np.sort(np.fromiter(codepoints, dtype=np.int64))
+    points = points[np.concatenate([[True], np.diff(points) != 0])] if points.size else points
+    breaks = np.flatnonzero(np.diff(points) != 1)
+    starts = points[np.concatenate([[0], breaks + 1])] if points.size else points
+    ends = points[np.concatenate([breaks, [points.size - 1]])] if points.size else points
+    parts = [
+        f"\\x{{{low:X}}}" if low == high else f"\\x{{{low:X}}}-\\x{{{high:X}}}"
+        for low, high in zip(starts.tolist(), ends.tolist(), strict=True)
+    ]
     return "[" + "".join(parts) + "]"
 
 
@@ -94,6 +96,12 @@ def unicode_tables() -> UnicodeTables:
             continue
         char = chr(codepoint)
         category = unicodedata.category(char)
+        if category == "Cn":
+            # Three quarters of the code points are unassigned: none is cased, dropped,
+            # whitespace, punctuation or decomposed, so they skip the checks below (the
+            # pass took 2.7 s a process without this, 0.9 s with it).
+            unassigned.append(codepoint)
+            continue
         utf8_length = 1 + (codepoint >= 0x80) + (codepoint >= 0x800) + (codepoint >= 0x10000)
         lower = char.lower()
         if lower != char or category in ("Lu", "Lt", "Ll"):
@@ -131,8 +139,6 @@ def unicode_tables() -> UnicodeTables:
             punctuation.append(codepoint)
         if category == "Mn":
             nonspacing.append(codepoint)
-        elif category == "Cn":
-            unassigned.append(codepoint)
     cjk = [codepoint for low, high in _CJK_RANGES for codepoint in range(low, high + 1)]
     return UnicodeTables(
         classes={
