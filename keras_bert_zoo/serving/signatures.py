@@ -80,6 +80,28 @@ def replace_invalid_utf8(answer: Callable[..., Mapping[str, tf.Tensor]]):
     return valid_answer
 
 
+def traced_once(text_fields: Sequence[str], answer: Callable[..., Mapping[str, tf.Tensor]]):
+    """`answer` as one `tf.function` of `[batch]` string tensors, one per text field,
+    called by keyword as `answer` is.
+
+    `serving_default` and `serve_examples` both answer raw text: calling this one
+    function, they share its trace (the tokenizer's and the model's graph are built
+    once, and the SavedModel holds them once) instead of tracing `answer` each.
+    """
+    fields = tuple(text_fields)
+    specs = [tf.TensorSpec([None], tf.string, name=field) for field in fields]
+
+    def answer_texts(*texts):
+        return answer(**dict(zip(fields, texts, strict=True)))
+
+    function = tf.function(answer_texts, input_signature=specs)
+
+    def call(**texts):
+        return function(*[texts[field] for field in fields])
+
+    return call
+
+
 def text_signature(text_fields: Sequence[str], answer: Callable[..., Mapping[str, tf.Tensor]]):
     """`serving_default`: a tf.function of one `[batch]` string tensor per text field."""
     fields = tuple(text_fields)
@@ -246,6 +268,19 @@ def serving_module(functions: Mapping[str, Any], **resources) -> tf.Module:
         function.get_concrete_function()
     module.captured_variables = captured_variables(list(functions.values()))
     return module
+
+
+def concrete_signatures(functions: Mapping[str, Any]) -> dict[str, Any]:
+    """The signature functions as the concrete functions already traced, for
+    `tf.saved_model.save(..., signatures=)`.
+
+    Given the `tf.function`s themselves, `tf.saved_model.save` traces each one again:
+    a trace's cache key holds whether it runs in a save context, so the traces made to
+    build the module do not count. Given their concrete functions, it wraps and calls
+    them. Measured on a tiny sentence-pair export: the tokenizer and the encoder were
+    traced 13 times in all, 5 of them by the save.
+    """
+    return {name: function.get_concrete_function() for name, function in functions.items()}
 
 
 def set_method_names(saved_model_dir: str, method_names: Mapping[str, str]) -> None:

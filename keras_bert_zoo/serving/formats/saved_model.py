@@ -192,7 +192,10 @@ def _build_graph(task, model, tokenizer, preprocessor) -> _Graph:
     `serve_examples`, in a module that tracks the tokenizer and the variables."""
     served_preprocessor = common.serving_preprocessor(preprocessor)
     text_fields = tuple(task.text_fields)
-    answer = signatures.replace_invalid_utf8(task.serving_outputs(model, served_preprocessor))
+    answer = signatures.traced_once(
+        text_fields,
+        signatures.replace_invalid_utf8(task.serving_outputs(model, served_preprocessor)),
+    )
     functions = {
         signatures.DEFAULT_SIGNATURE: signatures.text_signature(text_fields, answer),
         signatures.IDS_SIGNATURE: signatures.ids_signature(model),
@@ -310,7 +313,9 @@ def _publish(version_dir, graph: _Graph, logs, expected, description, *, overwri
     place; returns the op manifest."""
     with common.publish_directory(version_dir, overwrite=overwrite) as temp_dir:
         with stage(logger, "Writing the SavedModel %s (tracing its signatures)", version_dir):
-            tf.saved_model.save(graph.module, temp_dir, signatures=graph.functions)
+            tf.saved_model.save(
+                graph.module, temp_dir, signatures=signatures.concrete_signatures(graph.functions)
+            )
         signatures.set_method_names(temp_dir, graph.method_names)
         warmup.write_warmup_records(temp_dir, logs)
         manifest = common.write_export_manifests(temp_dir, description)
