@@ -135,6 +135,48 @@ def pytest_xdist_make_scheduler(config, log):
     return SharedExportsScheduling(config, log)
 
 
+# The suite's budget, kept visible (README "Development"; .ci/run shows it): after a
+# run, the files that took the most worker-seconds (setup, call and teardown of their
+# tests, summed over the xdist workers), from the reports pytest itself times.
+SLOWEST_FILES_SHOWN = 10
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--slowest-files",
+        type=int,
+        default=SLOWEST_FILES_SHOWN,
+        metavar="N",
+        help="after the run, list the N test files that took the most worker-seconds (0: none)",
+    )
+
+
+# {test file: (tests, worker-seconds)} of this run.
+_FILE_SECONDS: dict[str, tuple[int, float]] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Sums each file's phases (under xdist, the controller sees every worker's)."""
+    path = report.nodeid.split("::", 1)[0]
+    count, total = _FILE_SECONDS.get(path, (0, 0.0))
+    _FILE_SECONDS[path] = (count + (report.when == "call"), total + report.duration)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    shown = config.getoption("--slowest-files")
+    seconds = _FILE_SECONDS
+    if not shown or not seconds or hasattr(config, "workerinput"):
+        return
+    total = sum(total for _, total in seconds.values())
+    terminalreporter.write_sep("=", f"slowest {min(shown, len(seconds))} test files")
+    terminalreporter.write_line(
+        f"{total:.0f} worker-s over {len(seconds)} files (setup + call + teardown)"
+    )
+    ranked = sorted(seconds.items(), key=lambda item: -item[1][1])[:shown]
+    for path, (count, file_total) in ranked:
+        terminalreporter.write_line(f"{file_total:8.1f} s  {count:4d} tests  {path}")
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _unset_tensorflow_global_seed():
     """Each file starts with TensorFlow's global seed unset, as in a new process, so
