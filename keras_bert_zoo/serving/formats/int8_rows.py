@@ -48,10 +48,24 @@ def quantize_rows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     return rows, scales.astype(np.int32), unit
 
 
+def _has_word_embeddings(layer) -> bool:
+    return hasattr(getattr(layer, "embeddings", None), "word_embeddings")
+
+
 def word_embedding_layer(model):
-    """The word-embedding layer of a task model's encoder, or of an encoder."""
+    """The word-embedding layer of an encoder, of a task model's `encoder`, or of the
+    encoder inside a functional model (a sentence embedder's, which has no `encoder`
+    attribute)."""
     encoder = getattr(model, "encoder", model)
-    return encoder.embeddings.word_embeddings
+    if _has_word_embeddings(encoder):
+        return encoder.embeddings.word_embeddings
+    for layer in model._flatten_layers(include_self=False):  # noqa: SLF001 (Keras' own walk)
+        if _has_word_embeddings(layer):
+            return layer.embeddings.word_embeddings
+    raise TypeError(
+        f"{type(model).__name__} {getattr(model, 'name', '')!r} holds no encoder with a "
+        "word-embedding table: nothing for the int8 rows to replace"
+    )
 
 
 @contextlib.contextmanager
