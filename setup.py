@@ -29,10 +29,18 @@ Extras:
 """
 
 import pathlib
+import re
 
 from setuptools import find_packages, setup
 
 HERE = pathlib.Path(__file__).resolve().parent
+# The one place the version is written: keras_bert_zoo/version.py (the package's
+# `__version__`), read here without importing the package.
+VERSION = re.search(
+    r'^__version__ = "([^"]+)"$',
+    (HERE / "keras_bert_zoo" / "version.py").read_text(encoding="utf-8"),
+    re.M,
+).group(1)
 # The programs of tools/ (tools/__init__.py lists them), each a console script.
 TOOLS = sorted(p.stem for p in (HERE / "tools").glob("[a-z]*.py"))
 
@@ -117,7 +125,7 @@ EXTRAS_REQUIRE = {
 
 setup(
     name="keras_bert_zoo",
-    version="0.1.0",
+    version=VERSION,
     description="BERT for TensorFlow and Keras 3: configs, layers, task models, tokenizers, "
     "checkpoint converters, pretraining and fine-tuning tools.",
     long_description=(HERE / "README.md").read_text(encoding="utf-8"),

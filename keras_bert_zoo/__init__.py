@@ -7,8 +7,10 @@ The public API: configs and presets, the encoder and task models, and
 
 from keras_bert_zoo.utils import quiet_import as _quiet_import
 from keras_bert_zoo.utils import startup as _startup
+from keras_bert_zoo.version import __version__
 
 __all__ = [
+    "__version__",
     "PRESETS",
     "BertClassifier",
     "BertConfig",
