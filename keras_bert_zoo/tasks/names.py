@@ -4,8 +4,11 @@
 (about 10 s on a CPU), so a typo is reported at once; the registry
 (`tasks.list_tasks()`) stays the truth, and a test keeps this list equal to it. This
 file imports nothing, so the tool can load it by path without running the package's
-`__init__` (which imports TensorFlow).
+`__init__` (which imports TensorFlow); it offers the closest name as
+`utils.suggestions` does, with difflib alone.
 """
+
+import difflib
 
 TASK_NAMES = (
     "conll2003",
@@ -41,5 +44,7 @@ def unknown_task_message(arguments: list[str]) -> str | None:
         else:
             continue
         if name and name not in TASK_NAMES:
-            return f"--task={name}: no such task; choose from {', '.join(TASK_NAMES)}"
+            close = difflib.get_close_matches(name, TASK_NAMES, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            return f"--task={name}: no such task{hint}; choose from {', '.join(TASK_NAMES)}"
     return None

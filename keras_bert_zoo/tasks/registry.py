@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from keras_bert_zoo.tasks.task import Task, TaskOption
+from keras_bert_zoo.utils import suggestions
 from keras_bert_zoo.utils.errors import UserError
 
 _REGISTRY: dict[str, type[Task]] = {}
@@ -45,7 +46,8 @@ def list_tasks() -> list[str]:
 def get_task_class(name: str) -> type[Task]:
     """The class registered as `name`; a `ValueError` lists the known names."""
     if name not in _REGISTRY:
-        raise UserError(f"Unknown task {name!r}. Known tasks: {', '.join(list_tasks())}")
+        hint = suggestions.did_you_mean(name, list_tasks())
+        raise UserError(f"Unknown task {name!r}{hint}. Known tasks: {', '.join(list_tasks())}")
     return _REGISTRY[name]
 
 

@@ -61,6 +61,7 @@ import tensorflow as tf
 from keras_bert_zoo.inputs import ENCODER_INPUT_NAMES
 from keras_bert_zoo.tasks.distillation import Distillable
 from keras_bert_zoo.tasks.servable import Servable
+from keras_bert_zoo.utils import suggestions
 from keras_bert_zoo.utils.errors import UserError
 
 # The version of `Task.description`'s JSON (the task.json of a fine-tuned directory,
@@ -147,7 +148,8 @@ class Task(Servable, Distillable):
         for name, value in self.option_values.items():
             choices = known[name].choices
             if choices is not None and value not in choices:
-                raise UserError(f"Option {name}={value!r} is not one of {choices}")
+                hint = suggestions.did_you_mean(value, choices)
+                raise UserError(f"Option {name}={value!r} is not one of {choices}{hint}")
 
     # === Data ===
 

@@ -30,7 +30,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from keras_bert_zoo.utils import interrupts, process_exit
+from keras_bert_zoo.utils import interrupts, process_exit, suggestions
 from keras_bert_zoo.utils.errors import UserError
 
 TRACEBACK_ENV = "KERAS_BERT_ZOO_TRACEBACK"
@@ -176,7 +176,7 @@ def parse_flags(argv: list[str]) -> list[str]:
     try:
         return flags.FLAGS(argv)
     except flags.Error as error:
-        end_with_error(str(error))
+        end_with_error(suggestions.with_suggestion(str(error)))
 
 
 def wrap(main: Callable[[list[str]], Any]) -> Callable[[list[str]], Any]:

@@ -32,6 +32,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from keras_bert_zoo.utils import suggestions
+
 DEFINITIONS_FILE = "flag_definitions.json"
 # The flags every tool has from absl itself (app: --help..., --only_check_args, the
 # debugger and profiler; logging: --verbosity, --logtostderr...; flags: --flagfile,
@@ -322,7 +324,8 @@ def check_command_line(
     except flags.Error as error:
         sys.stdout.flush()
         # One line: absl writes one line a missing required flag.
-        print(f"{program}: error: {'; '.join(str(error).splitlines())}", file=sys.stderr)
+        message = suggestions.with_suggestion("; ".join(str(error).splitlines()))
+        print(f"{program}: error: {message}", file=sys.stderr)
         sys.exit(1)
     return flag_values
 
