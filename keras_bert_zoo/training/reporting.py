@@ -370,6 +370,8 @@ class Reporter:
         self.progress_bar = self._progress_bar(step, num_steps)
         self.bar_line_open = False
         self.start_step, self.run_start = step, 0.0
+        # (time, step) at the end of the run's first loop, which pays for tracing.
+        self.first_loop_end: tuple[float, int] | None = None
         self.losses: list[np.ndarray] = []
         self.norms: list[np.ndarray] = []
         self.rates: list[np.ndarray] = []
@@ -417,6 +419,8 @@ class Reporter:
         self.norms.append(norms)
         self.rates.append(rates)
         self.history.append(logs)
+        if self.first_loop_end is None:
+            self.first_loop_end = (time.time(), step)
         self._show(step, logs)
         with self.writer.as_default():
             # Every step's loss, learning rate and gradient norm at its own step (a short
@@ -435,9 +439,7 @@ class Reporter:
         if not self.is_chief or self.progress == "none":
             return
         num_steps = self.num_steps
-        done = step - self.start_step
-        elapsed = time.time() - self.run_start
-        eta = elapsed / done * (num_steps - step) if done else float("inf")
+        eta = self.eta(step, time.time())
         if self.progress_bar is not None:
             values = bar_values(logs, num_steps)
             self.progress_bar.update(step, values=values, finalize=step >= num_steps)
@@ -447,6 +449,18 @@ class Reporter:
         parts += [f"{k} {v:.4g}" for k, v in logs.items() if k != "step"]
         parts.append(f"ETA {format_eta(eta)}")
         logger.info("  ".join(parts))
+
+    def eta(self, step: int, now: float) -> float:
+        """Seconds left, at the steady rate: the time per step since the end of the run's
+        first loop (evaluations included), not counting that loop, which traces the
+        step (on a CPU it can take as long as a hundred later steps: a first ETA of
+        29 minutes for a run of 6.5). Unknown (inf) until a second loop ends."""
+        if step >= self.num_steps:
+            return 0.0
+        if self.first_loop_end is None or step <= self.first_loop_end[1]:
+            return float("inf")
+        since, at = self.first_loop_end
+        return (now - since) / (step - at) * (self.num_steps - step)
 
     def end_bar_line(self):
         """Ends the bar's line before a log line, which would be glued onto it."""
