@@ -55,7 +55,9 @@ def _tool_of_script(path: str) -> str | None:
         tool = name[len(CONSOLE_SCRIPT_PREFIX) :].replace("-", "_")
         return tool if _TOOL_NAME.fullmatch(tool) else None
     stem, extension = os.path.splitext(name)
-    directory = os.path.dirname(os.path.abspath(path))
+    # The real directory: a `tools` that is a link to a clone's (a working directory
+    # beside the data) is that clone's tools.
+    directory = os.path.dirname(os.path.realpath(path))
     # tools/<tool>.py of a clone, or keras_bert_zoo/tools/<tool>.py of an installed wheel.
     if (
         extension == ".py"

@@ -2,6 +2,7 @@
 the user's settings winning, the log lines; and how a process knows it runs a tool."""
 
 import ast
+import os
 import pathlib
 
 import pytest
@@ -147,6 +148,24 @@ def test_what_runs_before_tensorflow_imports_none_of_it():
 )
 def test_a_process_knows_which_tool_it_runs(orig_argv, tool):
     assert startup.starting_tool(orig_argv) == tool
+
+
+def test_a_linked_tools_directory_is_the_clones(tmp_path):
+    """`tools/` linked into a working directory beside the data (as the README chain
+    tests run the commands) is the clone's: the tool starts as from the clone."""
+    (tmp_path / "tools").symlink_to(TOOLS)
+    orig_argv = ["python", "tools/run_finetuning.py", "--task=x"]
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert startup.starting_tool(orig_argv) == "run_finetuning"
+    finally:
+        os.chdir(cwd)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "run_finetuning.py").write_text("")
+    assert (
+        startup.starting_tool(["python", str(tmp_path / "elsewhere" / "run_finetuning.py")]) is None
+    )
 
 
 def test_help_names_the_program_the_user_called(monkeypatch):
