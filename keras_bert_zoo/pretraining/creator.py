@@ -372,14 +372,24 @@ class CreationSummary:
             f"({s.instances / max(self.seconds, 1e-9):.0f}/s), masked fraction "
             f"{self.masked_fraction:.4f} of instance tokens, NSP random next "
             f"{self.random_next_fraction:.4f} (is-next {1 - self.random_next_fraction:.4f})",
-            "Wrote "
-            + ", ".join(
-                f"{n} to {p}" for p, n in zip(self.output_files, self.records_per_file, strict=True)
-            ),
+            self._written(),
         ]
         if self.statistics_file:
             out.append(f"Statistics: {self.statistics_file}")
         return out
+
+    def _written(self) -> str:
+        """Where the records went: each file, or for many shards (the README's 256) their
+        count, first and last and the records a file (each file's count is in the
+        statistics file)."""
+        files, counts = self.output_files, self.records_per_file
+        if len(files) <= 4:
+            return "Wrote " + ", ".join(f"{n} to {p}" for p, n in zip(files, counts, strict=True))
+        empty = sum(1 for n in counts if n == 0)
+        return (
+            f"Wrote {sum(counts)} to {len(files)} files ({files[0]} ... {files[-1]}), "
+            f"{min(counts)} to {max(counts)} a file" + (f", {empty} empty" if empty else "")
+        )
 
     def statistics(self) -> dict:
         """What the statistics file holds: the same for both engines (no timing), so

@@ -2,6 +2,7 @@
 properties on them, agreement with the port, determinism, parallelism, bad input."""
 
 import bz2
+import dataclasses
 import glob
 import os
 
@@ -96,6 +97,23 @@ def test_records_follow_the_original_layout_and_algorithm(created):
     # Above 1/2: one-sentence chunks are always random next (the port agrees, below).
     assert 0.45 < records["next_sentence_labels"].mean() < 0.7
     assert abs(summary.masked_fraction - real.sum() / records["input_mask"].sum()) < 1e-9
+
+
+def test_the_written_line_names_few_files_each_and_sums_up_many(created):
+    summary, _ = created
+    (line,) = [line for line in summary.lines() if line.startswith("Wrote ")]
+    counts = zip(summary.output_files, summary.records_per_file, strict=True)
+    assert line == "Wrote " + ", ".join(f"{n} to {path}" for path, n in counts)
+    many = dataclasses.replace(
+        summary,
+        output_files=[f"out/train.tfrecord-{i:05d}-of-00256" for i in range(256)],
+        records_per_file=[1] * 63 + [0] * 193,
+    )
+    (line,) = [line for line in many.lines() if line.startswith("Wrote ")]
+    assert line == (
+        "Wrote 63 to 256 files (out/train.tfrecord-00000-of-00256 ... "
+        "out/train.tfrecord-00255-of-00256), 0 to 1 a file, 193 empty"
+    )
 
 
 def test_segments_are_corpus_text(created, corpus_documents, port, vocab_file):
