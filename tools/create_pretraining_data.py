@@ -46,12 +46,17 @@ import sys
 from absl import app, flags
 from absl import logging as absl_logging
 
-from keras_bert_zoo.utils import startup
+from keras_bert_zoo.utils import extras, startup
 
 # Before anything loads: the command line checked (the arguments this tool does not know
 # are Beam's). TensorFlow is imported in main(), after the worker processes'
 # forkserver was started: both load it at the same time.
-startup.start_tool(__file__, known_only=True, import_tensorflow=False)
+startup.start_tool(
+    __file__,
+    known_only=True,
+    extras=[extras.when_flag("engine", lambda v: v == "beam", "beam")],
+    import_tensorflow=False,
+)
 _PRELOAD = "keras_bert_zoo.pretraining._forkserver_preload"
 
 _INPUT_FILE = flags.DEFINE_string(

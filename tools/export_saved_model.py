@@ -31,11 +31,13 @@ Usage:
       --output_dir=exports/sst2_onnx
 """
 
-from keras_bert_zoo.utils import startup
+from keras_bert_zoo.utils import extras, startup
 
 # Before TensorFlow loads: the command line checked, the CPU kernels chosen
 # (keras_bert_zoo/utils/startup.py).
-startup.start_tool(__file__, kernels=True)
+startup.start_tool(
+    __file__, kernels=True, extras=[extras.when_flag("format", lambda v: v == "onnx", "onnx")]
+)
 
 from absl import app, flags  # noqa: E402
 

@@ -19,11 +19,15 @@ Usage:
       --id_column=doc_id --text_column=body --output_dir=index/
 """
 
-from keras_bert_zoo.utils import startup
+from keras_bert_zoo.utils import extras, startup
 
 # Before TensorFlow loads: the command line checked, the CPU kernels chosen
 # (keras_bert_zoo/utils/startup.py).
-startup.start_tool(__file__, kernels=True)
+startup.start_tool(
+    __file__,
+    kernels=True,
+    extras=[extras.when_flag("index", lambda v: v == "approximate", "search")],
+)
 
 import os  # noqa: E402
 import time  # noqa: E402

@@ -33,11 +33,19 @@ Usage:
 
 import os
 
-from keras_bert_zoo.utils import startup
+from keras_bert_zoo.utils import extras, startup
 
 # Before TensorFlow loads: the command line checked, the CPU kernels chosen
 # (keras_bert_zoo/utils/startup.py).
-startup.start_tool(__file__, kernels=True)
+startup.start_tool(
+    __file__,
+    kernels=True,
+    extras=[
+        extras.when_flag(
+            "saved_model", lambda v: v.endswith(".onnx"), "onnx", modules=("onnxruntime",)
+        )
+    ],
+)
 
 from absl import app, flags  # noqa: E402
 

@@ -42,6 +42,7 @@ import numpy as np
 
 from keras_bert_zoo.serving.layout import read_description
 from keras_bert_zoo.tasks.sentence_embedding.metrics import exact_search
+from keras_bert_zoo.utils import extras
 from keras_bert_zoo.utils.atomic import atomic_directory
 from keras_bert_zoo.utils.errors import UserError
 
@@ -67,12 +68,9 @@ def _unit(vectors) -> np.ndarray:
 
 
 def _faiss():
-    try:
-        import faiss
-    except ImportError:
-        raise UserError(
-            "the approximate index needs FAISS: pip install 'keras_bert_zoo[search]' (faiss-cpu)"
-        ) from None
+    extras.require("search", "the approximate index (FAISS)")
+    import faiss
+
     return faiss
 
 

@@ -109,6 +109,8 @@ class Exporter:
         options: tuple of Option. Its other options (keywords of `export`).
         refusals: `{option name: OptionError template}`: why it refuses an option of
             another format, when the general "not for" message would not say.
+        extra: str or None. The package extra it needs (`utils.extras`), checked
+            before the model loads.
     """
 
     name: ClassVar[str]
@@ -119,6 +121,7 @@ class Exporter:
     output: ClassVar[Option]
     options: ClassVar[tuple[Option, ...]] = ()
     refusals: ClassVar[Mapping[str, str]] = {}
+    extra: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

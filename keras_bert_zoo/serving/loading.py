@@ -48,6 +48,7 @@ from keras_bert_zoo.serving.layout import (
     read_export_description,
     unflatten_outputs,
 )
+from keras_bert_zoo.utils import extras
 from keras_bert_zoo.utils.errors import UserError
 
 # === Served SavedModels ===
@@ -233,6 +234,7 @@ class ModelRunner:
             self._interpreter = interpreter  # the runner reads its tensors
             self._litert = interpreter.get_signature_runner(sidecar["signature"])
         else:
+            extras.require("onnx", f"running {model_path}", modules=("onnxruntime",))
             import onnxruntime
 
             options = onnxruntime.SessionOptions()

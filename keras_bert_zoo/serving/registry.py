@@ -34,6 +34,7 @@ from typing import Any
 
 from keras_bert_zoo.serving import sources
 from keras_bert_zoo.serving.exporter import Exporter, Option, OptionError
+from keras_bert_zoo.utils import extras
 from keras_bert_zoo.utils.stages import stage
 
 logger = logging.getLogger(__name__)
@@ -177,6 +178,8 @@ def check_options(
         raise OptionError(f"{named}: {whose}, not for {exporter.title} exports")
     if values.get(exporter.output.name) is None:
         raise OptionError(f"{exporter.title} exports need {{{exporter.output.name}}}")
+    if exporter.extra is not None:
+        extras.require(exporter.extra, f"the {exporter.title} export")
     exporter.check(values, kind=kind, source=source)
 
 

@@ -30,6 +30,8 @@ import sys
 from collections.abc import Callable, Sequence
 
 from keras_bert_zoo.utils import cpu_kernels, installation, quiet_import
+from keras_bert_zoo.utils import extras as extras_lib
+from keras_bert_zoo.utils.extras import ExtraNeed
 
 CONSOLE_SCRIPT_PREFIX = "keras-bert-zoo-"
 TOOLS_PACKAGE = "keras_bert_zoo.tools"
@@ -167,6 +169,7 @@ def start_tool(
     kernels: bool = False,
     known_only: bool = False,
     check: Callable[[list[str]], str | None] | None = None,
+    extras: Sequence[ExtraNeed] = (),
     import_tensorflow: bool = True,
 ) -> None:
     """The start of the tool `tool_file` when this process runs it (`starting_tool()`);
@@ -180,6 +183,9 @@ def start_tool(
             pipeline options), not refused here.
         check: `check(argv)`: another mistake to report before TensorFlow loads (the
             message), or None.
+        extras: the uses of the tool that need an optional extra
+            (`utils.extras.ExtraNeed`): one that is not installed ends the tool at
+            once, naming the extra and how to install it.
         import_tensorflow: import TensorFlow (quietly) at the end; a tool that starts
             worker processes first imports it itself, later.
     """
@@ -214,6 +220,7 @@ def start_tool(
             onednn = "auto"  # the tool's own parse refuses it, once its flags are defined
         cpu_kernels.apply(cpu_kernels.choose(onednn=onednn, jit_compile=jit_compile))
     message = check(sys.argv[1:]) if check is not None else None
+    message = message or extras_lib.check_arguments(extras, sys.argv[1:])
     if message:
         sys.stdout.flush()
         print(f"{_error_name(program, tool)}: error: {message}", file=sys.stderr)

@@ -196,6 +196,7 @@ class OnnxExporter(portable.PortableExporter):
     kinds = (TASK, ENCODER, MASKED_LM, SENTENCE_EMBEDDING)
     options = (portable.QUANTIZE, common.TRUNCATE_DIM, common.OVERWRITE, common.VERIFY)
     refusals = {"raw_text": "{raw_text} goes with {format}=litert (ONNX takes ids)"}
+    extra = "onnx"
 
     def export(self, source, output_dir, *, quantize, truncate_dim, overwrite, verify):
         task, tokenizer = source.task, source.tokenizer
