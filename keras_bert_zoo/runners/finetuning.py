@@ -313,6 +313,35 @@ class FinetuningJob(Job):
             write_json_atomically(os.path.join(self.output_dir, TASK_FILE), description)
             fingerprint.write_run_settings(self.output_dir, current)
 
+    def record_inference(self, *, write: bool) -> None:
+        """An `eval` or `predict` run of a model from elsewhere (`--init_checkpoint`)
+        records what it evaluated in `run_settings.json` (the task, the model, its
+        length, casing and vocabulary, the task options that change results), as a
+        training run records itself: a later run of another task or model into the
+        directory is then refused in one line (`--overwrite_output_dir` starts over),
+        where it used to add its results beside this one's. The directory's own model
+        (no `--init_checkpoint`, or one inside the directory) needs no record: the
+        run's own stands."""
+        given = self.config.init_checkpoint
+        if self.mode not in ("eval", "predict") or not given:
+            return
+        inside = os.path.realpath(self.output_dir) + os.sep
+        if os.path.exists(given) and os.path.realpath(given).startswith(inside):
+            return
+        current = {
+            "mode": self.mode,
+            "task": self.task.task_name,
+            "init_checkpoint": fingerprint.comparable(given, path=True),
+            "max_seq_length": self.task.max_seq_length,
+            "do_lower_case": bool(self.tokenizer.lowercase),
+            "vocab_file": fingerprint.vocabulary_digest(self.tokenizer.get_vocabulary()),
+            **fingerprint.task_option_settings(self.task.option_values),
+        }
+        if os.path.isfile(fingerprint.run_settings_path(self.output_dir)):
+            fingerprint.check_run_settings(self.output_dir, current)
+        elif write:
+            fingerprint.write_run_settings(self.output_dir, current)
+
     def run_settings(self, description: dict[str, Any]) -> dict[str, Any]:
         """What this run's result depends on (`runners.fingerprint`): the settings that
         change it, as the task and tokenizer resolved them (the task's length, the

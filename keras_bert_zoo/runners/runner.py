@@ -233,6 +233,12 @@ class Job(abc.ABC):
         strategy's scope)."""
         raise NotImplementedError(f"{type(self).__name__} does not load a model to infer with")
 
+    def record_inference(self, *, write: bool) -> None:
+        """After `load_for_inference`, before anything is written: what an `eval` or
+        `predict` run leaves in `output_dir` recorded (or refused when the directory
+        holds another run). Default: nothing."""
+        del write
+
     def predict(self, model, *, write: bool) -> dict[str, list[str]]:
         """`predict` mode: the prediction files (`{split: [paths]}`; written by the chief,
         `write`)."""
@@ -470,6 +476,7 @@ class Runner:
         with self.strategy.scope():
             loaded = job.load_for_inference()
         logger.info("Loaded %s (step %s)", loaded.source, loaded.step)
+        job.record_inference(write=self.chief)
         result = RunResult(
             model=loaded.model,
             trained_model=None,
