@@ -23,6 +23,8 @@ __all__ = [
     "PaddingFreeEncoder",
     "from_pretrained",
     "list_presets",
+    "load_inference_model",
+    "load_preprocessor",
     "save_pretrained",
 ]
 
@@ -34,6 +36,8 @@ _HOMES = {
     "PRESETS": "keras_bert_zoo.config",
     "BertConfig": "keras_bert_zoo.config",
     "list_presets": "keras_bert_zoo.config",
+    "load_inference_model": "keras_bert_zoo.serving.sources",
+    "load_preprocessor": "keras_bert_zoo.serving.sources",
 }
 
 if _startup.starting_tool() is None:
@@ -53,6 +57,7 @@ if _startup.starting_tool() is None:
         BertTokenClassifier,
         PaddingFreeEncoder,
     )
+    from keras_bert_zoo.serving.sources import load_inference_model, load_preprocessor
 
 
 def __getattr__(name):

@@ -247,6 +247,66 @@ def model_dir_of_run(path: str) -> str:
     return path
 
 
+def load_preprocessor(source: str, *, max_seq_length: int | None = None):
+    """The preprocessing a model was trained with, in one call, without loading the
+    model: raw text in, the model's inputs out (`preprocessor(texts)` or in tf.data).
+
+    Args:
+        source: a fine-tuned directory or the `--output_dir` of its run (its task's own
+            preprocessor: tokenizer, packing and length as in training), a checkpoint
+            directory (Google, Hugging Face or sentence-transformers, with its
+            `vocab.txt`), or an installed checkpoint's name (`all-MiniLM-L6-v2`).
+        max_seq_length: the packed length of a checkpoint's texts (None: a
+            sentence-transformers model's own, else 128). A fine-tuned model keeps the
+            length it was trained with: another one is refused.
+
+    Example:
+
+    ```python
+    preprocessor = keras_bert_zoo.load_preprocessor("all-MiniLM-L6-v2")
+    inputs = preprocessor(tf.constant(["a first sentence", "another one"]))
+    ```
+    """
+    from keras_bert_zoo.checkpoints.installed import resolve_installed_checkpoint
+    from keras_bert_zoo.serving.servables import sentence_embedding_length
+    from keras_bert_zoo.tasks.saving import (
+        TASK_FILE,
+        finetuned_tokenizer,
+        read_task_description,
+        task_from_description,
+    )
+    from keras_bert_zoo.text import BertPreprocessor, BertTokenizer
+    from keras_bert_zoo.utils.errors import UserError
+
+    path = model_dir_of_run(resolve_installed_checkpoint(os.fspath(source)))
+    if os.path.isfile(os.path.join(path, TASK_FILE)):
+        description = read_task_description(path)
+        task = task_from_description(description)
+        if max_seq_length is not None and max_seq_length != task.max_seq_length:
+            raise UserError(
+                f"max_seq_length={max_seq_length}: {path} was trained at "
+                f"{task.max_seq_length} tokens, the length its preprocessor keeps"
+            )
+        return task.make_preprocessor(finetuned_tokenizer(path, description))
+    vocab = os.path.join(path, "vocab.txt")
+    if os.path.isfile(vocab):
+        length = sentence_embedding_length(path, max_seq_length)
+        return BertPreprocessor(BertTokenizer(vocab), sequence_length=length)
+    raise FileNotFoundError(
+        f"{source}: no task.json or vocab.txt (expected a fine-tuned directory, a run's "
+        "--output_dir, a checkpoint directory or an installed checkpoint's name)"
+    )
+
+
+def load_inference_model(source: str):
+    """The model a fine-tuned directory (or its run's `--output_dir`) serves, in one
+    call: the one its preprocessor's batches go into (`FinetunedModel.inference_model`:
+    a sentence embedder's embedder, not its training model)."""
+    from keras_bert_zoo.tasks.saving import load_finetuned
+
+    return load_finetuned(model_dir_of_run(os.fspath(source))).inference_model
+
+
 def checkpoint_dir_of_run(path: str) -> str:
     """`path`, or the checkpoint layout a pretraining run's `--output_dir` holds
     (`export_google/`, else `export_huggingface/`: the run's model, written at its end);

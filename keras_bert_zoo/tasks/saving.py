@@ -47,13 +47,23 @@ FORMAT_VERSION = TASK_DESCRIPTION_FORMAT_VERSION
 
 @dataclasses.dataclass
 class FinetunedModel:
-    """A task, its trained model, and the tokenizer and preprocessor it was trained with."""
+    """A task, its trained model, and the tokenizer and preprocessor it was trained with.
+
+    `model` is the model as trained (a sentence embedder's takes groups of texts);
+    `inference_model` is the one that serves, what `preprocessor`'s batches go into.
+    """
 
     task: Task
     model: keras.Model
     tokenizer: Any
     preprocessor: Any
     directory: str
+
+    @property
+    def inference_model(self) -> keras.Model:
+        """The model an export serves (`Servable.serving_model`): the trained model
+        itself for most tasks, a sentence embedder's embedder (one text a row)."""
+        return self.task.serving_model(self.model)
 
 
 def task_description(task: Task, tokenizer) -> dict[str, Any]:
