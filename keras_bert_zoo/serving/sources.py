@@ -247,6 +247,35 @@ def model_dir_of_run(path: str) -> str:
     return path
 
 
+def task_and_preprocessor(source) -> tuple[Any, Any] | None:
+    """`(task, preprocessor)` of a source whose task is known without loading its model
+    (a fine-tuned directory's comes from its task.json and vocabulary; a `ModelSource`
+    and a `FinetunedModel` hold theirs), for the checks an exporter makes before the
+    model loads; None for a pretrained checkpoint (the encoder packs sentences)."""
+    from keras_bert_zoo.tasks.saving import FinetunedModel
+
+    if isinstance(source, ModelSource):
+        return source.task, source.task_preprocessor()
+    if not isinstance(source, FinetunedSource):
+        return None
+    finetuned = source.finetuned
+    if isinstance(finetuned, FinetunedModel):
+        return finetuned.task, finetuned.preprocessor
+    from keras_bert_zoo.tasks.saving import (
+        TASK_FILE,
+        finetuned_tokenizer,
+        read_task_description,
+        task_from_description,
+    )
+
+    path = model_dir_of_run(os.fspath(finetuned))
+    if not os.path.isfile(os.path.join(path, TASK_FILE)):
+        return None  # loading it says what is missing
+    description = read_task_description(path)
+    task = task_from_description(description)
+    return task, task.make_preprocessor(finetuned_tokenizer(path, description))
+
+
 def load_preprocessor(source: str, *, max_seq_length: int | None = None):
     """The preprocessing a model was trained with, in one call, without loading the
     model: raw text in, the model's inputs out (`preprocessor(texts)` or in tf.data).

@@ -54,7 +54,13 @@ from keras_bert_zoo.serving import common, layout, portable, signatures
 from keras_bert_zoo.serving.exporter import Option
 from keras_bert_zoo.serving.formats import int8_rows
 from keras_bert_zoo.serving.loading import ModelRunner, litert_interpreter
-from keras_bert_zoo.serving.sources import ENCODER, MASKED_LM, SENTENCE_EMBEDDING, TASK
+from keras_bert_zoo.serving.sources import (
+    ENCODER,
+    MASKED_LM,
+    SENTENCE_EMBEDDING,
+    TASK,
+    task_and_preprocessor,
+)
 from keras_bert_zoo.utils.stages import stage
 
 logger = logging.getLogger(__name__)
@@ -263,23 +269,33 @@ class FastBertPacker:
         }
 
 
-def _raw_text_function(task, model, tokenizer, preprocessor):
-    """The raw-text `serving_default` of `task` with `FastBertPacker` in place of the
-    task's preprocessor, frozen; or a `ConversionError` naming why the task has none."""
+def raw_text_refusal(task, preprocessor) -> str | None:
+    """Why `task` (packed by `preprocessor`) has no raw-text LiteRT export, or None."""
     from keras_bert_zoo.text.preprocessor import BertPreprocessor
 
     what = f"{task.task_name} (raw-text LiteRT)"
     fields = tuple(task.text_fields)
     if type(preprocessor) is not BertPreprocessor:
-        raise portable.ConversionError(
+        return (
             f"{what}: only tasks packed by BertPreprocessor (sentence tasks, the encoder) "
             f"have a raw-text LiteRT export; this one uses {type(preprocessor).__name__}"
         )
     if len(fields) > 2 or (len(fields) == 2 and preprocessor.packer.truncate == "waterfall"):
-        raise portable.ConversionError(
+        return (
             f"{what}: {len(fields)} text fields with {preprocessor.packer.truncate!r} "
             "truncation; tensorflow-text's TFLite trimming matches it for one or two"
         )
+    return None
+
+
+def _raw_text_function(task, model, tokenizer, preprocessor):
+    """The raw-text `serving_default` of `task` with `FastBertPacker` in place of the
+    task's preprocessor, frozen; or a `ConversionError` naming why the task has none."""
+    refusal = raw_text_refusal(task, preprocessor)
+    if refusal is not None:
+        raise portable.ConversionError(refusal)
+    what = f"{task.task_name} (raw-text LiteRT)"
+    fields = tuple(task.text_fields)
     packer = FastBertPacker(tokenizer, preprocessor.sequence_length, len(fields))
     answer = task.serving_outputs(model, packer)
     specs = [tf.TensorSpec([None], tf.string, name=field) for field in fields]
@@ -355,6 +371,15 @@ class LiteRTExporter(portable.PortableExporter):
         common.OVERWRITE,
         common.VERIFY,
     )
+
+    def check(self, values, *, kind, source) -> None:
+        """A raw-text export of a task that has none is refused from the task alone,
+        before the model loads."""
+        if values.get(RAW_TEXT.name):
+            described = task_and_preprocessor(source)
+            refusal = raw_text_refusal(*described) if described else None
+            if refusal is not None:
+                raise portable.ConversionError(refusal)
 
     def export(
         self,

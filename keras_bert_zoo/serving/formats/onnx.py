@@ -198,15 +198,20 @@ class OnnxExporter(portable.PortableExporter):
     refusals = {"raw_text": "{raw_text} goes with {format}=litert (ONNX takes ids)"}
     extra = "onnx"
 
+    def check(self, values, *, kind, source) -> None:
+        """A quantization ONNX Runtime does not offer (float16) is refused before the
+        model loads."""
+        quantize = values.get(portable.QUANTIZE.name)
+        if quantize not in ONNX_QUANTIZE_CHOICES:
+            raise UserError(
+                f"ONNX: quantize must be one of {', '.join(ONNX_QUANTIZE_CHOICES)}; "
+                f"got {quantize!r}"
+            )
+
     def export(self, source, output_dir, *, quantize, truncate_dim, overwrite, verify):
         task, tokenizer = source.task, source.tokenizer
         model = task.serving_model(source.model, truncate_dim=truncate_dim)
         what = f"{task.task_name} ({type(source.model).__name__}, ONNX)"
-        if quantize not in ONNX_QUANTIZE_CHOICES:
-            raise UserError(
-                f"{what}: quantize must be one of {', '.join(ONNX_QUANTIZE_CHOICES)}; "
-                f"got {quantize!r}"
-            )
         output_dir, _, ids, expected, structure = portable.start_export(
             output_dir, overwrite, task, model, tokenizer, source.preprocessor
         )
