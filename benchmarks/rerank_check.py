@@ -23,7 +23,7 @@ Why the figure means something:
   relevant paragraph. Beside it, `--random_negatives` (default 1) other pairs'
   paragraphs, drawn at random, labelled 0: with the mined negatives alone the pair task
   sat at chance (loss 0.693) for ~480 of 600 steps and re-ranked far below MiniLM; one
-  random negative a pair gets it learning (README, "Semantic search"). A training pair
+  random negative a pair gets it learning (docs/embeddings.md, "Semantic search"). A training pair
   whose anchor the miner finds no negative for is left out (counted in the output).
 - The search: `tools/index_corpus.py --model=all-MiniLM-L6-v2` indexes the held-out
   corpus (the untouched MiniLM is the bi-encoder; exact search), and

@@ -15,7 +15,7 @@ is a third of them):
 
 recall@10 is the share of exact search's top 10 that the index returns; the rates are
 medians of timed passes over all the queries (`benchmarks/_timing.py`), both sides on
-the same threads. The measurement that chose FAISS over ScaNN is in the README
+the same threads. The measurement that chose FAISS over ScaNN is in docs/embeddings.md
 ("Semantic search").
 
 Usage:

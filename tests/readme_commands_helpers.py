@@ -1,15 +1,18 @@
-"""Running the README's commands as a new user runs them: in order, each in a fresh
-process, exactly as written, at small sizes (used by tests/test_readme_commands*.py).
+"""Running the documentation's commands as a new user runs them: in order, each in a
+fresh process, exactly as written, at small sizes (used by tests/test_readme_commands*.py).
 
-Every shell command of the README's sections "Tools", "Fine-tuning", "Distillation",
-"Sentence embeddings and semantic search", "Serving", "Pretraining", "Pretraining data on
-Apache Beam" and "Training on several machines" is read from README.md and run with
-`subprocess` (no shell: bash's quoting is applied with `shlex`, so a quoted glob reaches
-the tool unexpanded, as in bash). The sections run in separate test files, so that
-pytest-xdist runs them at the same time; each file has its own working directory, and a
-section that uses what an earlier section's command made (the vocabulary of
-`build_vocab.py`, the Hugging Face copy of `convert_checkpoint.py`) runs that README
-command first (`run_commands`). What the tests change, and only that:
+Every shell command of the README's quick starts and of the pages of docs/ (a page is
+the section its `# Title` names: "Tools", "Fine-tuning", "Distillation", "Sentence
+embeddings and semantic search", "Serving", "Pretraining", "Pretraining data on Apache
+Beam", "Training on several machines") is read from its file and run with `subprocess`
+(no shell: bash's quoting is applied with `shlex`, so a quoted glob reaches the tool
+unexpanded, as in bash). The sections run in separate test files, so that pytest-xdist
+runs them at the same time; each file has its own working directory, and a section that
+uses what an earlier section's command made (the vocabulary of `build_vocab.py`, the
+Hugging Face copy of `convert_checkpoint.py`) runs that command first (`run_commands`).
+A command that reads exactly as one already run in the working directory (a quick start
+repeats its page's first command) is not run twice. What the tests change, and only
+that:
 
 - it runs in a working directory that holds `tools/` (a link to this checkout's) and the
   inputs the commands name: data sets in
@@ -25,9 +28,10 @@ command first (`run_commands`). What the tests change, and only that:
 - flags appended at the end make the runs small (absl keeps a flag's last value):
   `SIZE_FLAGS` below. Nothing else of a command is changed.
 
-The commands these tests cannot run are listed in `NOT_RUN` with the reason; any other
-command the README gains is run (`SECTION_TESTS` says which file runs each section), or
-tests/test_readme_commands.py fails asking for it.
+The commands these tests cannot run are listed in `NOT_RUN` with the reason, and the
+sections whose commands are a developer's or a benchmark's in `SECTIONS_NOT_RUN`; any other
+command the documentation gains is run (`SECTION_TESTS` says which file runs each
+section), or tests/test_readme_commands.py fails asking for it.
 """
 
 from __future__ import annotations
@@ -51,6 +55,8 @@ import qa_test_helpers  # noqa: E402
 import sentence_fixtures  # noqa: E402
 
 SECTIONS = (
+    "Quick start: fine-tune and serve",
+    "Quick start: sentence embeddings and search",
     "Tools",
     "Fine-tuning",
     "Distillation",
@@ -62,6 +68,10 @@ SECTIONS = (
 )
 # The test file that runs each section (tests/ relative).
 SECTION_TESTS = {
+    # after "Fine-tuning", whose reviews command it repeats
+    "Quick start: fine-tune and serve": "test_readme_commands_finetuning.py",
+    # after its page, whose first command it repeats
+    "Quick start: sentence embeddings and search": "test_readme_commands_embeddings.py",
     "Tools": "test_readme_commands.py",
     "Serving": "test_readme_commands.py",  # exports the model that Tools fine-tuned
     "Fine-tuning": "test_readme_commands_finetuning.py",
@@ -72,6 +82,19 @@ SECTION_TESTS = {
     "Pretraining": "test_readme_commands_pretraining.py",
     "Pretraining data on Apache Beam": "test_readme_commands_pretraining.py",
     "Training on several machines": "test_readme_commands_machines.py",
+}
+
+# The documentation: the README, then the pages of docs/.
+README = REPO_ROOT / "README.md"
+DOCS = REPO_ROOT / "docs"
+# Sections whose commands are not a user's chain, and why (None: the README's first
+# block, before any section).
+SECTIONS_NOT_RUN = {
+    None: "the two set-up commands: .ci/run runs the second as written, and the first's "
+    "main job runs in tests/runners/test_run_disk.py and tests/tools/test_installed_wheel.py",
+    "Development": "a developer's commands (venv, make, .ci/run): CI runs them itself",
+    "Benchmarks": "benchmarks on real data, minutes to hours each; their results are the "
+    "figures of docs/speed.md and benchmarks/README.md",
 }
 
 # Commands that are not run here (a pattern searched in the command) and why.
@@ -135,26 +158,47 @@ def size_flags(tool: str, args: list[str]) -> list[str]:
     return []
 
 
-# === Reading the README ===
+# === Reading the documentation ===
+
+
+def documentation_files() -> list[pathlib.Path]:
+    """The README, then every page of docs/."""
+    return [README, *sorted(DOCS.glob("*.md"))]
 
 
 def readme_commands() -> list[tuple[str, str]]:
     """`(section, command)` for every command of `SECTIONS`' bash blocks, in order:
     continuation lines joined, comments dropped."""
-    commands, section, parent, in_block, pending = [], None, None, False, ""
-    for line in (REPO_ROOT / "README.md").read_text(encoding="utf-8").splitlines():
-        heading = re.match(r"^(#{2,3}) (.+)$", line)
-        if heading and not in_block:
-            title = heading.group(2).strip()
-            if len(heading.group(1)) == 2:
-                section = parent = title
-            else:
-                # A subsection of a section that is run belongs to it ("Fine-tuning"'s
-                # "Multi-label classification"); elsewhere it is a section of its own.
-                section = parent if parent in SECTIONS else title
+    return [(s, c) for s, c in documentation_commands() if s in SECTIONS]
+
+
+def documentation_commands() -> list[tuple[str, str]]:
+    """`(section, command)` of every bash block of the documentation: a README section is
+    its `## ` heading, a page the `# ` title of its first line (its `## ` subsections
+    belong to it)."""
+    commands = []
+    for path in documentation_files():
+        commands += _file_commands(path)
+    return commands
+
+
+def page_title(path: pathlib.Path) -> str:
+    first = path.read_text(encoding="utf-8").splitlines()[0]
+    assert first.startswith("# "), f"{path}: the first line is not the page's # title"
+    return first[2:].strip()
+
+
+def _file_commands(path: pathlib.Path) -> list[tuple[str, str]]:
+    is_page = path != README
+    section = page_title(path) if is_page else None
+    commands, in_block, pending = [], False, ""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        heading = re.match(r"^## (.+)$", line)
+        if heading and not in_block and not is_page:
+            section = heading.group(1).strip()
             continue
         if line.startswith("```"):
-            in_block = line.strip() == "```bash" and not in_block and section in SECTIONS
+            in_block = line.strip() == "```bash" and not in_block
             continue
         if not in_block or line.lstrip().startswith("#") or not line.strip():
             continue
@@ -165,6 +209,17 @@ def readme_commands() -> list[tuple[str, str]]:
         commands.append((section, re.sub(r"\s+", " ", pending).strip()))
         pending = ""
     return commands
+
+
+def section_text(section: str) -> str:
+    """The page (or README section) `section`, as markdown."""
+    for path in documentation_files()[1:]:
+        if page_title(path) == section:
+            return path.read_text(encoding="utf-8")
+    text = README.read_text(encoding="utf-8")
+    start = text.index(f"\n## {section}\n")
+    end = text.find("\n## ", start + 5)
+    return text[start : end if end >= 0 else len(text)]
 
 
 def _not_run_reason(command: str) -> str | None:
@@ -432,6 +487,10 @@ def _argv(command: str, work: pathlib.Path, ports: dict[str, int]) -> tuple[dict
     return env, [sys.executable, words[1], *args, *size_flags(tool, args)]
 
 
+# {working directory: {command: its output}}: what has run there.
+_RUN: dict[str, dict[str, str]] = {}
+
+
 def run_section(section: str, work: pathlib.Path) -> dict[str, str]:
     """Runs `section`'s commands in order; consecutive commands with `TF_CONFIG` (the
     workers of one cluster) run at the same time. Returns `{command: output}`."""
@@ -446,9 +505,15 @@ def run_commands(section: str, work: pathlib.Path, pattern: str = "") -> dict[st
         for s, c in readme_commands()
         if s == section and not _not_run_reason(c) and re.search(pattern, c)
     ]
-    assert commands, f"README section {section!r} has no command matching {pattern!r}"
+    assert commands, f"section {section!r} has no command matching {pattern!r}"
+    already_run = _RUN.setdefault(str(work), {})
     outputs, index = {}, 0
     while index < len(commands):
+        if commands[index] in already_run:
+            # The same command line in the same directory: its run and output stand.
+            outputs[commands[index]] = already_run[commands[index]]
+            index += 1
+            continue
         group = [commands[index]]
         while (
             commands[index].startswith("TF_CONFIG=")
@@ -467,7 +532,7 @@ def run_commands(section: str, work: pathlib.Path, pattern: str = "") -> dict[st
         )
         for command, code, output in zip(group, codes, group_outputs, strict=True):
             assert code == 0, f"{command}\nexit {code}:\n{output[-4000:]}"
-            outputs[command] = output
+            outputs[command] = already_run[command] = output
         # Shown with the test's output (pytest -s, or on failure): where its time goes.
         print(f"{time.monotonic() - started:6.1f}s {' | '.join(group)[:150]}")
         index += len(group)

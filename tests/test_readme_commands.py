@@ -1,9 +1,9 @@
-"""The README's commands, run as a new user runs them (see readme_commands_helpers.py):
-that every command is run by one of tests/test_readme_commands*.py or says why not, and
-the sections "Tools" and "Serving" (whose first export is the model Tools fine-tuned),
-in order. "Fine-tuning", "Pretraining" and "Training on several machines" run in
-test_readme_commands_finetuning.py, _pretraining.py and _machines.py, at the same time
-as this file under pytest-xdist.
+"""The documentation's commands (the README's and docs/'s pages'), run as a new user runs
+them (see readme_commands_helpers.py): that every command is run by one of
+tests/test_readme_commands*.py or says why not, and the pages "Tools" and "Serving"
+(whose first export is the model Tools fine-tuned), in order. The other pages run in
+test_readme_commands_finetuning.py, _embeddings.py, _pretraining.py and _machines.py, at
+the same time as this file under pytest-xdist.
 """
 
 import json
@@ -22,6 +22,10 @@ def work(tmp_path_factory):
 
 
 def test_every_readme_command_is_run_or_says_why_not():
+    # Every bash block of the README and of every page is a section that runs, or one
+    # whose commands are not a user's (a developer's, a benchmark's) and says why.
+    every_section = {section for section, _ in readme.documentation_commands()}
+    assert every_section == set(readme.SECTIONS) | set(readme.SECTIONS_NOT_RUN), every_section
     commands = readme.readme_commands()
     sections = {section for section, _ in commands}
     assert sections == set(readme.SECTIONS) == set(readme.SECTION_TESTS), sections

@@ -1,4 +1,5 @@
-"""The README's section "Sentence embeddings and semantic search", run as a new user runs
+"""The page "Sentence embeddings and semantic search" (docs/embeddings.md) and the README's
+quick start of it, run as a new user runs
 it (see readme_commands_helpers.py): in order, each command in a fresh process, on the
 Lee news files the helper writes in `data/news/`, after the command of "Tools" that
 fine-tunes the MRPC pair model its search re-ranks with. And every flag the section
@@ -36,9 +37,7 @@ def _tool_flags() -> dict[str, set[str]]:
 
 
 def _section_text() -> str:
-    text = (readme.REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    start = text.index(f"\n## {SECTION}\n")
-    return text[start : text.index("\n## ", start + 5)]
+    return readme.section_text(SECTION)
 
 
 def test_every_flag_the_section_names_is_a_flag_of_its_tools():
@@ -135,3 +134,12 @@ def test_sentence_embeddings_and_semantic_search(work):
     assert (student / "finetuned" / "model.keras").is_file()
     distilled = json.loads((student / "distillation.json").read_text())
     assert "sts_dev" in distilled["teacher_results"]
+
+    # The README's quick start: its first command is the page's (run once); the index of
+    # the run's directory and a search of it.
+    quick = readme.run_section("Quick start: sentence embeddings and search", work)
+    index = tmp / "news_index_quick"
+    assert json.loads((index / "manifest.json").read_text())["count"] == len(corpus)
+    searched = next(o for c, o in quick.items() if "search_corpus.py" in c)
+    found = re.findall(r"^\s+\d+\. (\S+)\s+cosine ", searched, re.M)
+    assert len(found) == 3 and {"lee244", "lee251"} & set(found), searched[-2000:]

@@ -1,9 +1,12 @@
-"""The README's sections "Fine-tuning" and "Distillation", run as a new user runs them
-(see readme_commands_helpers.py): in order, each command in a fresh process, after the
-command of "Tools" that makes the Hugging Face copy (`bert_hf`) that one of them
-fine-tunes; "Distillation" distils the reviews model that "Fine-tuning" fine-tuned."""
+"""The pages "Fine-tuning" and "Distillation", and the README's quick start "fine-tune and
+serve", run as a new user runs them (see readme_commands_helpers.py): in order, each
+command in a fresh process, after the command of "Tools" that makes the Hugging Face copy
+(`bert_hf`) that one of them fine-tunes; "Distillation" distils the reviews model that
+"Fine-tuning" fine-tuned, whose command the quick start repeats (run once) before it
+exports and serves that model."""
 
 import json
+import re
 
 import pytest
 import readme_commands_helpers as readme
@@ -52,3 +55,9 @@ def test_fine_tuning(work):
     cache = json.loads((student / "teacher_outputs.json").read_text())
     assert cache["rows"] > 0 and cache["outputs"] == {"outputs": [2]}
     assert (student / "teacher_outputs.tfrecord").stat().st_size > 0
+
+    quick = readme.run_section("Quick start: fine-tune and serve", work)
+    assert (work / "exports" / "reviews" / "1" / "saved_model.pb").is_file()
+    answer = next(o for c, o in quick.items() if "saved_model_run.py" in c)
+    labels = re.findall(r"label: '(\d)'", answer)
+    assert len(labels) == 1 and labels[0] in ("1", "5"), answer[-2000:]

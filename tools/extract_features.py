@@ -40,7 +40,7 @@ _JIT_COMPILE = flags.DEFINE_bool(
     "jit_compile",
     None,
     "Compile the encoder with XLA. Default: as measured fastest for the CPU's kind "
-    "(README.md 'Speed on CPUs').",
+    "(docs/speed.md).",
 )
 startup.define_onednn_flag()
 

@@ -2,7 +2,7 @@
 
 `keras_bert_zoo.pretraining.run.X` (`run_pretraining`, `PretrainingConfig`, ...) still
 works for one release and warns; `pretraining/` now holds data creation only. See the
-README's API-changes table. The names resolve by module name, when asked for, so that
+API-changes table (docs/api-changes.md). The names resolve by module name, when asked for, so that
 `pretraining/` never imports the floor above it.
 """
 

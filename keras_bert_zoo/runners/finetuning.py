@@ -115,7 +115,7 @@ __all__ = [
     "runner_flag_names",
 ]
 
-# Names that moved down a floor, for one release (README, API changes): {home: names}.
+# Names that moved down a floor, for one release (docs/api-changes.md): {home: names}.
 _MOVED = {
     "keras_bert_zoo.utils.atomic": ("json_safe", "remove_stale_temporaries"),
     "keras_bert_zoo.runners.sources": ("make_tokenizer",),

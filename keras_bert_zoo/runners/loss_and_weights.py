@@ -12,7 +12,7 @@ The layout of the training batches (`--batching`, `training_batching`): `buckete
 (several examples to a row: `packing_transform`, with `model_loss_fn(packed=True)`),
 `padded` (rows of `max_seq_length`), or `auto`: the one `BATCHING_BY_FAMILY` names for
 the task family, measured by `benchmarks/batching_choice.py` (the table in its
-docstring and the README's "Fine-tuning" section).
+docstring and the docs/fine-tuning.md).
 
 Example:
 
@@ -215,7 +215,7 @@ def packed_row_bucket(*, compiled_per_shape: bool) -> int:
     batch / 4 compilations. Without XLA the training loop is traced once whatever the
     rows, so each batch keeps exactly the rows it fills: on the main job's sentences
     (batch 16, length 128) rounding to 4 sent 16% of the batches from 5 rows to 8, 77% of
-    the computed tokens real against 87% unrounded (README 'Speed on CPUs')."""
+    the computed tokens real against 87% unrounded (docs/speed.md)."""
     return 4 if compiled_per_shape else 1
 
 

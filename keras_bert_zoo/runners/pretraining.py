@@ -66,7 +66,7 @@ __all__ = [
     "runner_flag_names",
 ]
 
-# Names whose logic moved below this floor, kept for one release (README, API changes):
+# Names whose logic moved below this floor, kept for one release (docs/api-changes.md):
 # {old name here: its home now, under the same name}.
 MOVED_NAMES = {
     "RecordsInfo": "keras_bert_zoo.data.pretraining_records",

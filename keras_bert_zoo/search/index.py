@@ -5,7 +5,7 @@ Exact search is one matrix product a chunk of queries
 documents (`EXACT_LIMIT`), and the default below. Above, an inverted-file index of
 FAISS (`faiss.IndexIVFFlat` over inner products of unit vectors: the cosine), which
 scans the `nprobe` lists nearest each query out of `nlist` (the `search` extra
-installs `faiss-cpu`; README "Semantic search" has the measurements that chose FAISS
+installs `faiss-cpu`; docs/embeddings.md, "Semantic search" has the measurements that chose FAISS
 over ScaNN, and `benchmarks/search_index.py` the recall and speed).
 
 An index directory (`tools/index_corpus.py` writes it atomically; `load_index` reads it):

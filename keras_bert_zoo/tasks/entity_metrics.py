@@ -2,7 +2,7 @@
 `keras_bert_zoo.tasks.tagging.metrics` (see its docstring for the semantics).
 
 `keras_bert_zoo.tasks.entity_metrics.X` still works for one release and warns (the
-README's API-changes table).
+API-changes table (docs/api-changes.md)).
 """
 
 from keras_bert_zoo.utils.deprecation import moved_names

@@ -3,7 +3,7 @@
 `keras_bert_zoo.tasks.finetuning.X` still works for one release and warns: the job
 (`run_finetuning`, `FinetuningConfig`, its flags and run-directory helpers) is now
 `keras_bert_zoo.runners.finetuning`, the main job (`run_demo`, `demo_config`, ...)
-`keras_bert_zoo.runners.demo`. See the README's API-changes table. The names resolve
+`keras_bert_zoo.runners.demo`. See the API-changes table (docs/api-changes.md). The names resolve
 by module name, when asked for, so that `tasks/` never imports the floor above it.
 """
 

@@ -123,7 +123,7 @@ class TrainingOptions(metaclass=RenamedFields):
         None,
         help="Compile the training step, and evaluation's and prediction's forward pass, with "
         "XLA. Default (auto): where measured faster on the CPU's kind: for inference, not "
-        "for training (README.md 'Speed on CPUs'); --jit_compile / --nojit_compile force it.",
+        "for training (docs/speed.md); --jit_compile / --nojit_compile force it.",
         affects_result=False,
     )
     # === Batches ===

@@ -7,7 +7,7 @@ notes); elsewhere (an AVX2 CPU, an AVX-512 CPU without VNNI) a job runs on Eigen
 `TF_ENABLE_ONEDNN_OPTS=1` is set before TensorFlow is imported. XLA (`jit_compile`)
 fuses a whole step, but its CPU matrix product is Eigen's whatever the setting. Which is
 fastest depends on the CPU and on the step: the choice below was measured per kind
-(README.md, "Speed on CPUs"; `benchmarks/plateau_check.py`, `benchmarks/predict_kernels.py`).
+(docs/speed.md; `benchmarks/plateau_check.py`, `benchmarks/predict_kernels.py`).
 
 The tools call `choose()` and `apply()` before they import TensorFlow and log
 `KernelChoice.describe()`; `--onednn=auto|on|off` and `--jit_compile` / `--nojit_compile`
@@ -50,7 +50,7 @@ class KindChoice:
     why: str
 
 
-# The table of README.md's "Speed on CPUs" (keep the two equal). Kinds with no
+# The table of docs/speed.md (keep the two equal). Kinds with no
 # measurement take the nearest measured kind's choice and say so.
 CHOICES: Mapping[str, KindChoice] = {
     AVX2: KindChoice(
@@ -71,7 +71,7 @@ CHOICES: Mapping[str, KindChoice] = {
         training_xla=False,
         inference_xla=False,
         # keras-hub's fastest there: 8.09 seq/s; XLA for training not measured, off as on
-        # AVX2. The log line stays short (README.md, "Speed on CPUs", has the rest).
+        # AVX2. The log line stays short (docs/speed.md, has the rest).
         why="measured on a 2-core AVX-512 VNNI Xeon: the graph predicts 1.20x faster than "
         "XLA (9.13 against 7.61 seq/s)",
     ),

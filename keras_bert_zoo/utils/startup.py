@@ -241,8 +241,8 @@ def define_onednn_flag():
         "enum",
         "onednn",
         "auto",
-        "TensorFlow's oneDNN kernels: auto (chosen for the CPU's kind, as measured: README.md "
-        f"'Speed on CPUs'; {cpu_kernels.ONEDNN_ENV} in the environment wins), on, off.",
+        "TensorFlow's oneDNN kernels: auto (chosen for the CPU's kind, as measured: "
+        f"docs/speed.md; {cpu_kernels.ONEDNN_ENV} in the environment wins), on, off.",
         enum_values=list(cpu_kernels.ONEDNN_SETTINGS),
     )
     return flags.FlagHolder(flags.FLAGS, flags.FLAGS["onednn"])

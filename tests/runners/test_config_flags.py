@@ -119,10 +119,13 @@ def test_the_job_binaries_define_no_flag_of_their_own():
     assert defining == ["keras_bert_zoo/utils/settings.py", "keras_bert_zoo/utils/tool_flags.py"]
 
 
-def _readme_section(text: str, title: str) -> str:
-    start = text.index(f"\n## {title}\n")
-    end = text.find("\n## ", start + 5)
-    return text[start:end]
+def _page(title: str) -> str:
+    """The docs/ page whose `# ` title is `title`."""
+    for path in sorted((ROOT / "docs").glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        if text.splitlines()[0] == f"# {title}":
+            return text
+    raise AssertionError(f"no page of docs/ is titled {title!r}")
 
 
 def _flags_in(section: str, tool: str) -> set[str]:
@@ -157,9 +160,8 @@ def test_every_flag_the_readme_names_is_a_flag_of_the_job(tool, titles):
     flag_values = flags.FlagValues()
     define_flags(flag_values)
     known = set(flag_values) | {f"no{name}" for name in flag_values}
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
     for title in titles:
-        named = _flags_in(_readme_section(text, title), tool)
+        named = _flags_in(_page(title), tool)
         assert named and named <= known, (title, sorted(named - known))
 
 

@@ -24,7 +24,7 @@ export directory (`portable.py`: `model.tflite`, the sidecar `export.json`,
   `TFText>RoundRobinTrim`, `RaggedTensorToTensor`, which run under
   `InterpreterWithCustomOps(custom_op_registerers=tensorflow_text.tflite_registrar.
   SELECT_TFTEXT_OPS)` in Python, and on a phone with tensorflow-text's TFLite kernels
-  linked into the app (README, "Serving"). Its tokens differ from BERT's on a few
+  linked into the app (docs/serving.md). Its tokens differ from BERT's on a few
   inputs (FastBertTokenizer's normalizer; `benchmarks/litert_tokenization_differences.py`
   counts them by cause).
 

@@ -90,7 +90,7 @@ from keras_bert_zoo.tasks.task import Task, TaskOption
 from keras_bert_zoo.utils.deprecation import moved_names
 from keras_bert_zoo.utils.errors import UserError
 
-# The window and answer options moved to `options`, beside their checks (README, API
+# The window and answer options moved to `options`, beside their checks (docs/api-changes.md,
 # changes); the old names warn for one release.
 __getattr__ = moved_names(
     __name__,

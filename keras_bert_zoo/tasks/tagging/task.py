@@ -72,7 +72,7 @@ from keras_bert_zoo.tasks.task import Task
 from keras_bert_zoo.utils.deprecation import moved_names
 from keras_bert_zoo.utils.errors import UserError
 
-# Names that moved to the modules of their concept (README, API changes); the old
+# Names that moved to the modules of their concept (docs/api-changes.md); the old
 # names warn for one release.
 __getattr__ = moved_names(
     __name__,
