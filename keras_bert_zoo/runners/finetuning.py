@@ -320,13 +320,13 @@ class FinetuningJob(Job):
         training run records itself: a later run of another task or model into the
         directory is then refused in one line (`--overwrite_output_dir` starts over),
         where it used to add its results beside this one's. The directory's own model
-        (no `--init_checkpoint`, or one inside the directory) needs no record: the
+        (no `--init_checkpoint`, or the directory itself or a path inside it) needs no record: the
         run's own stands."""
         given = self.config.init_checkpoint
         if self.mode not in ("eval", "predict") or not given:
             return
         inside = os.path.realpath(self.output_dir) + os.sep
-        if os.path.exists(given) and os.path.realpath(given).startswith(inside):
+        if os.path.exists(given) and (os.path.realpath(given) + os.sep).startswith(inside):
             return
         current = {
             "mode": self.mode,

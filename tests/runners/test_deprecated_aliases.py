@@ -168,8 +168,11 @@ def test_the_removal_is_dated_for_the_release_after_this_one():
 
     from keras_bert_zoo.utils import deprecation
 
-    setup = pathlib.Path(__file__).resolve().parents[2] / "setup.py"
-    version = re.search(r'version="(\d+)\.(\d+)\.\d+"', setup.read_text(encoding="utf-8"))
+    # The version as setup.py reads it (keras_bert_zoo/version.py), read here as text.
+    version_file = pathlib.Path(__file__).resolve().parents[2] / "keras_bert_zoo" / "version.py"
+    version = re.search(
+        r'__version__ = "(\d+)\.(\d+)\.\d+"', version_file.read_text(encoding="utf-8")
+    )
     assert deprecation.REMOVAL_RELEASE == f"{version[1]}.{int(version[2]) + 1}.0"
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", deprecation.REMOVAL_DATE)
 
