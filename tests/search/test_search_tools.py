@@ -1,12 +1,14 @@
 """tools/index_corpus.py, search_corpus.py and mine_hard_negatives.py run as a user runs
-them (fresh processes): MiniLM indexes a BEIR-layout corpus and answers queries in the
-order of sentence-transformers' own vectors; a tiny checkpoint's index is re-ranked by
-a fine-tuned pair model in the order of that model's probabilities; the mined
-triplets follow the brute-force restatement of the rules; bad input ends in one line
-naming the file and line, with nothing written."""
+them: their `main` in this process as `cli.run` runs it (flags, the one-line error and
+exit status of a user error), one bad input in a fresh process. MiniLM indexes a
+BEIR-layout corpus and answers queries in the order of sentence-transformers' own
+vectors; a tiny checkpoint's index is re-ranked by a fine-tuned pair model in the order
+of that model's probabilities; the mined triplets follow the brute-force restatement of
+the rules; bad input ends in one line naming the file and line, with nothing written."""
 
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -18,6 +20,9 @@ import tensorflow as tf
 
 from keras_bert_zoo.search import mining
 from keras_bert_zoo.text import BertPreprocessor
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tasks"))
+import finetuning_test_helpers  # noqa: E402
 
 DOCUMENTS = {
     "guitar": "A man is playing a guitar on stage.",
@@ -32,7 +37,8 @@ DOCUMENTS = {
 QUERIES = ["stocks went down", "a sleepy cat", "live music"]
 
 
-def _run(tool, *args, timeout=600):
+def _run_process(tool, *args, timeout=600):
+    """The tool in a fresh process, from the checkout, as a user runs it."""
     command = [sys.executable, str(child_process.REPO_ROOT / "tools" / f"{tool}.py"), *args]
     return subprocess.run(
         command,
@@ -42,6 +48,20 @@ def _run(tool, *args, timeout=600):
         cwd=child_process.REPO_ROOT,
         timeout=timeout,
     )
+
+
+@pytest.fixture
+def run(load_tool, monkeypatch):
+    """`run(tool, *args)`: the tool's `main` in this process, from the checkout's
+    directory, as `cli.run` runs it; a `CompletedProcess`-like result."""
+    monkeypatch.chdir(child_process.REPO_ROOT)
+
+    def run_tool(tool, *args):
+        with load_tool(tool) as module:
+            status, stdout, stderr = finetuning_test_helpers.run_tool_as_user(module, tool, *args)
+        return subprocess.CompletedProcess([tool, *args], status, stdout, stderr)
+
+    return run_tool
 
 
 def _ok(result):
@@ -61,7 +81,7 @@ def _printed_ids(stdout):
     return answers
 
 
-def test_minilm_index_and_search(tmp_path, monkeypatch):
+def test_minilm_index_and_search(tmp_path, monkeypatch, run):
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(
         "".join(
@@ -71,7 +91,7 @@ def test_minilm_index_and_search(tmp_path, monkeypatch):
     )
     index_dir = tmp_path / "index"
     stdout = _ok(
-        _run(
+        run(
             "index_corpus",
             "--model=all-MiniLM-L6-v2",
             f"--corpus_file={corpus}",
@@ -84,7 +104,7 @@ def test_minilm_index_and_search(tmp_path, monkeypatch):
     assert manifest["normalized"] is True and manifest["approximate"] is None
     answers_file = tmp_path / "answers.jsonl"
     arguments = [f"--index_dir={index_dir}", "--top_k=3", f"--output_file={answers_file}"]
-    stdout = _ok(_run("search_corpus", *arguments, *(f"--query={q}" for q in QUERIES)))
+    stdout = _ok(run("search_corpus", *arguments, *(f"--query={q}" for q in QUERIES)))
 
     # The reference: sentence-transformers' vectors of the same texts, ranked in numpy.
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -111,7 +131,7 @@ def test_minilm_index_and_search(tmp_path, monkeypatch):
     assert first["cosine"] == pytest.approx(float(cosines[0].max()), abs=1e-5)
     # The FAISS index (built now: the directory has none) scanning its one list: the same.
     stdout = _ok(
-        _run("search_corpus", *arguments[:2], "--index=approximate", f"--query={QUERIES[0]}")
+        run("search_corpus", *arguments[:2], "--index=approximate", f"--query={QUERIES[0]}")
     )
     assert _printed_ids(stdout)[QUERIES[0]] == want[QUERIES[0]]
 
@@ -137,7 +157,7 @@ TINY_DOCUMENTS = [
 ]
 
 
-def test_search_reranked_by_a_cross_encoder(tiny):
+def test_search_reranked_by_a_cross_encoder(tiny, run):
     root, checkpoint, _, (pair_dir, task, model, tokenizer) = tiny
     corpus = root / "docs.tsv"
     corpus.write_text(
@@ -148,7 +168,7 @@ def test_search_reranked_by_a_cross_encoder(tiny):
     # path, which search_corpus finds from anywhere.
     relative = os.path.relpath(checkpoint, child_process.REPO_ROOT)
     _ok(
-        _run(
+        run(
             "index_corpus",
             f"--model={relative}",
             f"--corpus_file={corpus}",
@@ -158,10 +178,10 @@ def test_search_reranked_by_a_cross_encoder(tiny):
     assert json.loads((index_dir / "manifest.json").read_text())["model"] == checkpoint
     query = "the cat sat"
     plain = _printed_ids(
-        _ok(_run("search_corpus", f"--index_dir={index_dir}", f"--query={query}", "--top_k=8"))
+        _ok(run("search_corpus", f"--index_dir={index_dir}", f"--query={query}", "--top_k=8"))
     )
     reranked_out = _ok(
-        _run(
+        run(
             "search_corpus",
             f"--index_dir={index_dir}",
             f"--query={query}",
@@ -183,7 +203,7 @@ def test_search_reranked_by_a_cross_encoder(tiny):
     assert want != plain[query]  # the re-ranker moved something: the check can fail
 
 
-def test_mine_hard_negatives_tool(tiny):
+def test_mine_hard_negatives_tool(tiny, run):
     root, checkpoint, encoder, _ = tiny
     anchors = ["the cat", "stock market", "the dog", "guitar music", "the river"]
     positives = [
@@ -199,7 +219,7 @@ def test_mine_hard_negatives_tool(tiny):
     )
     output = root / "triplets.tsv"
     stdout = _ok(
-        _run(
+        run(
             "mine_hard_negatives",
             f"--model={checkpoint}",
             f"--train_file={train}",
@@ -238,27 +258,29 @@ def _one_line_error(result, tool, *fragments):
         assert fragment in last, last
 
 
-def test_bad_input_is_one_line_and_writes_nothing(tiny):
+def test_bad_input_is_one_line_and_writes_nothing(tiny, run):
+    """The first case in a fresh process, as a user runs the tool; the others in this
+    process (the same `cli.run` wrapper prints the same line)."""
     root, checkpoint, _, _ = tiny
     bad = root / "bad.jsonl"
     bad.write_text('{"_id": "a", "text": "fine"}\n{"_id": "b", "text": \n')
     out = root / "never_written"
-    result = _run(
+    result = _run_process(
         "index_corpus", f"--model={checkpoint}", f"--corpus_file={bad}", f"--output_dir={out}"
     )
     _one_line_error(result, "index_corpus", f"{bad}:2: not JSON")
     pairs = root / "bad_pairs.tsv"
     pairs.write_text("anchor\tpositive\nthe cat\t\t\n")
     triplets = root / "never.tsv"
-    result = _run(
+    result = run(
         "mine_hard_negatives",
         f"--model={checkpoint}",
         f"--train_file={pairs}",
         f"--output_file={triplets}",
     )
     _one_line_error(result, "mine_hard_negatives", f"{pairs}:2: expected 2 columns")
-    result = _run("search_corpus", f"--index_dir={root / 'absent'}", "--query=x")
+    result = run("search_corpus", f"--index_dir={root / 'absent'}", "--query=x")
     _one_line_error(result, "search_corpus", "no manifest.json")
-    result = _run("index_corpus", f"--corpus_file={bad}", f"--output_dir={out}")
+    result = run("index_corpus", f"--corpus_file={bad}", f"--output_dir={out}")
     _one_line_error(result, "index_corpus", "--model")
     assert not out.exists() and not triplets.exists()

@@ -69,12 +69,16 @@ def export_base(tmp_path_factory):
 
 
 def _export(export_base, name, task, model, tokenizer, **kwargs) -> Export:
+    # verify=False: the exporter's own check (reload, replay the warmup records against
+    # the in-memory model) is what test_fresh_process.py asserts of every one of these
+    # exports, in a fresh TensorFlow-only process; test_answers.py checks their answers
+    # against the Python path. Skipping it here saves a reload and replay per export.
     preprocessor = task.make_preprocessor(tokenizer)
     exported = serving.export(
         serving.ModelSource(task, model, tokenizer, preprocessor=preprocessor),
         export_base,
         model_name=name,
-        **kwargs,
+        **{"verify": False, **kwargs},
     )
     return Export(name, task, model, tokenizer, preprocessor, exported)
 

@@ -181,12 +181,12 @@ class MiniLMReviews:
     its [CLS] pooler is untrained, and a head on it sits at chance on this data) of
     the even sentences. The odd ones are the dev set."""
 
-    def __init__(self):
+    def __init__(self, tokenizer=None):
         from sklearn.linear_model import LogisticRegression
 
         from keras_bert_zoo import from_pretrained
 
-        self.tokenizer = minilm_tokenizer()
+        self.tokenizer = tokenizer or minilm_tokenizer()
         self.encoder = from_pretrained(demo_model_dir())
         texts, labels = review_sentences()
         preprocessor = BertPreprocessor(self.tokenizer, sequence_length=64, pad_to="longest")

@@ -21,6 +21,7 @@ from keras_bert_zoo.models import BertEncoder
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tasks"))
 import sentence_fixtures  # noqa: E402, F401  (re-exported: helpers.sentence_fixtures)
+from finetuning_test_helpers import run_tool_as_user  # noqa: E402, F401  (re-exported)
 
 # Texts that exercise the robustness paths: mixed lengths, empty, long, non-ASCII,
 # combining marks, control characters, invalid UTF-8 (as bytes).

@@ -63,6 +63,7 @@ def minilm_export(tmp_path_factory):
         str(tmp_path_factory.mktemp("minilm_export")),
         kind="sentence_embedding",
         model_name="minilm",
+        verify=False,  # compared with sentence-transformers in a fresh process below
     )
 
 

@@ -7,6 +7,7 @@ classes, the warmup records with tensorflow-serving-api's, the vocabulary from
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -166,15 +167,19 @@ def test_core_exports_need_no_op_outside_core_tensorflow(all_exports):
         assert serving.ops.check_op_manifest(manifest) == []
 
 
-def test_every_family_exports_in_bfloat16_answering_as_float32(all_exports, loaded, tmp_path):
+def test_every_family_exports_in_bfloat16_answering_as_float32(
+    all_exports, loaded, tmp_path, helpers
+):
     """`precision="bfloat16"` for every task family: the export completes, keeps the
     answers float32 and stays within bfloat16's rounding of the float32 export (8
     significant bits per matmul input: about 1% through these two-layer models). The
-    exporter's own reload check in bfloat16 runs in test_precision.py."""
+    sentence classifier's export also runs the exporter's own reload check in bfloat16
+    and answers the hostile texts as the float32 export does (below)."""
     from keras_bert_zoo.serving.common import default_warmup_inputs
 
     # stsb shares mnli's model class and head; the test reloads and compares itself, so
-    # the exporter's own reload (verify) is skipped: together they halve the test's time.
+    # the exporter's own reload (verify) is skipped but for mnli: together they halve
+    # the test's time.
     for export in [export for export in all_exports if export.name != "stsb"]:
         exported = serving.export(
             serving.ModelSource(
@@ -183,9 +188,10 @@ def test_every_family_exports_in_bfloat16_answering_as_float32(all_exports, load
             str(tmp_path),
             model_name=export.name,
             precision="bfloat16",
-            verify=False,
+            verify=export.name == "mnli",
         )
         assert exported.description["precision"] == "bfloat16"
+        assert export.model.compute_dtype == "float32"  # the caller's model is left alone
         # The [CLS]-reading models run their encoder on the real tokens only
         # (padding_free="auto"), in either precision; the others keep the padded graph.
         padding_free = export.name in {"mnli", "choice"}
@@ -208,6 +214,35 @@ def test_every_family_exports_in_bfloat16_answering_as_float32(all_exports, load
                     rtol=0.05,
                     err_msg=f"{export.name}: {key}",
                 )
+        if export.name == "mnli":
+            _check_bfloat16_classifier(exported, export, loaded, helpers)
+
+
+def _check_bfloat16_classifier(exported, export, loaded, helpers):
+    """Tolerance: bfloat16 keeps 8 significant bits, so each matmul's inputs move by up to
+    2**-9 relatively; on this tiny model the probabilities stay within 0.02 and every
+    label agrees, on the hostile texts. The served answers stay float32."""
+    feed = {
+        field: tf.constant(values)
+        for field, values in helpers.text_inputs(
+            export.task.text_fields, helpers.HOSTILE_TEXTS
+        ).items()
+    }
+    answers = {
+        "bfloat16": tf.saved_model.load(exported.path).signatures["serving_default"](**feed),
+        "float32": loaded(export).signatures["serving_default"](**feed),
+    }
+    answers = {name: {k: v.numpy() for k, v in a.items()} for name, a in answers.items()}
+    assert answers["bfloat16"]["probabilities"].dtype == np.float32
+    np.testing.assert_allclose(
+        answers["bfloat16"]["probabilities"], answers["float32"]["probabilities"], atol=0.02
+    )
+    assert (answers["bfloat16"]["label"] == answers["float32"]["label"]).all()
+    assert not np.array_equal(
+        answers["bfloat16"]["probabilities"], answers["float32"]["probabilities"]
+    )  # it did compute in bfloat16
+    assert "precision: bfloat16" in serving.describe_export(exported.path)
+    assert "precision: float32" in serving.describe_export(export.path)
 
 
 def test_padding_free_follows_what_the_model_class_declares(helpers):
@@ -244,28 +279,38 @@ def test_padding_free_follows_what_the_model_class_declares(helpers):
     assert not {PaddedClassifier, BertSpanLabeler, BertEncoder} & set(listed)
 
 
+@pytest.fixture(scope="module")
+def two_versions(tmp_path_factory, small_tokenizer, helpers):
+    """A sentence-pair classifier exported twice to one base: version 1 with the default
+    `padding_free="auto"` (its encoder runs on the real tokens only), version 2 padded
+    (`"off"`), a leftover temporary directory between them. The tests read these
+    exports and copy the base before changing anything in it."""
+    task = tasks.create_task("glue/mnli", max_seq_length=24)
+    vocabulary = helpers.sentence_fixtures.VOCABULARY
+    model = helpers.randomize(task.build_model(helpers.tiny_encoder(len(vocabulary))), 7)
+    base = str(tmp_path_factory.mktemp("versions") / "base")
+    source = serving.ModelSource(task, model, small_tokenizer)
+    first = serving.export(source, base, model_name="mnli", verify=False)
+    versions_after_first = serving.existing_versions(os.path.join(base, "mnli"))
+    os.makedirs(os.path.join(base, "mnli", ".7.tmp-leftover"))  # ignored, as TF Serving does
+    second = serving.export(source, base, model_name="mnli", padding_free="off", verify=False)
+    return task, model, base, first, versions_after_first, second
+
+
 def test_padding_free_export_answers_as_the_padded_one(
-    sentence_pair_export, squad_export, loaded, tmp_path
+    two_versions, squad_export, small_tokenizer, tmp_path
 ):
     """A float32 classifier export whose encoder runs on the real tokens only (the
     default, `padding_free="auto"`) answers what the `"off"` (padded) export answers, on
     batches with padding and without; a model that reads every position, or an unknown
     choice, is refused."""
-    export = sentence_pair_export
-    exported = serving.export(
-        serving.ModelSource(
-            export.task, export.model, export.tokenizer, preprocessor=export.preprocessor
-        ),
-        str(tmp_path),
-        model_name="mnli_padded",
-        padding_free="off",
-    )
-    assert exported.description["padding_free"] is False
-    assert "encoder runs on: padded batch" in serving.describe_export(exported.path)
-    assert export.exported.description["padding_free"] is True
-    assert "encoder runs on: real tokens only" in serving.describe_export(export.path)
-    padded = tf.saved_model.load(exported.path).signatures["serving_default"]
-    fast = loaded(export).signatures["serving_default"]
+    task, model, _, fast_export, _, padded_export = two_versions
+    assert padded_export.description["padding_free"] is False
+    assert "encoder runs on: padded batch" in serving.describe_export(padded_export.path)
+    assert fast_export.description["padding_free"] is True
+    assert "encoder runs on: real tokens only" in serving.describe_export(fast_export.path)
+    padded = tf.saved_model.load(padded_export.path).signatures["serving_default"]
+    fast = tf.saved_model.load(fast_export.path).signatures["serving_default"]
     premises = ["a b c d e f g h i j", "a", "", "a b"]
     hypotheses = ["a", "a b c d e f g h i j k l", "a b", ""]
     for rows in (slice(0, 4), slice(0, 1), slice(2, 3)):
@@ -282,7 +327,7 @@ def test_padding_free_export_answers_as_the_padded_one(
         )
     with pytest.raises(ValueError, match="padding_free must be one of auto, on, off"):
         serving.export(
-            serving.ModelSource(export.task, export.model, export.tokenizer),
+            serving.ModelSource(task, model, small_tokenizer),
             str(tmp_path),
             model_name="mnli_x",
             padding_free="yes",
@@ -315,61 +360,57 @@ def test_op_manifest_lists_the_tensorflow_text_ops(tensorflow_text_export):
 
 
 def test_versions_increment_existing_ones_are_refused_overwrite_replaces(
-    tmp_path, small_tokenizer, helpers
+    two_versions, tmp_path, small_tokenizer, helpers
 ):
-    task = tasks.create_task("glue/sst2", max_seq_length=16)
-    vocabulary = helpers.sentence_fixtures.VOCABULARY
-    model = helpers.randomize(task.build_model(helpers.tiny_encoder(len(vocabulary))), 7)
-    base = str(tmp_path / "base")
-    first = serving.export(
-        serving.ModelSource(task, model, small_tokenizer), base, model_name="sst2", verify=False
-    )
+    task, _, made, first, versions_after_first, second = two_versions
     assert first.version == 1
-    assert serving.existing_versions(os.path.join(base, "sst2")) == [1]
-    os.makedirs(os.path.join(base, "sst2", ".7.tmp-leftover"))  # ignored, as TF Serving does
-    second = serving.export(
-        serving.ModelSource(task, model, small_tokenizer), base, model_name="sst2", verify=False
-    )
-    assert second.version == 2
-    marker = os.path.join(second.path, "assets.extra", "marker")
+    assert versions_after_first == [1]
+    assert second.version == 2  # the leftover ".7.tmp-leftover" was ignored
+    base = str(tmp_path / "base")
+    shutil.copytree(made, base)
+    vocabulary = helpers.sentence_fixtures.VOCABULARY
+    model = helpers.randomize(task.build_model(helpers.tiny_encoder(len(vocabulary))), 8)
+    marker = os.path.join(base, "mnli", "2", "assets.extra", "marker")
     open(marker, "w").close()
     with pytest.raises(FileExistsError, match="2 already exists.*overwrite"):
         serving.export(
             serving.ModelSource(task, model, small_tokenizer),
             base,
-            model_name="sst2",
+            model_name="mnli",
             version=2,
             verify=False,
         )
     assert os.path.exists(marker)  # untouched
-    helpers.randomize(model, 8)
     replaced = serving.export(
         serving.ModelSource(task, model, small_tokenizer),
         base,
-        model_name="sst2",
+        model_name="mnli",
         version=2,
         overwrite=True,
         verify=False,
     )
     assert not os.path.exists(marker)
-    served = serving.load_served_model(replaced.path)(sentence=np.array([b"good film"], object))
+    pair = {"premise": ["good film"], "hypothesis": ["a bad film"]}
+    served = serving.load_served_model(replaced.path)(
+        **{key: np.array([text.encode() for text in texts], object) for key, texts in pair.items()}
+    )
     expected = task.serving_outputs(model, task.make_preprocessor(small_tokenizer))(
-        sentence=tf.constant(["good film"])
+        **{key: tf.constant(texts) for key, texts in pair.items()}
     )
     np.testing.assert_allclose(served["probabilities"], expected["probabilities"], atol=1e-5)
-    assert sorted(os.listdir(os.path.join(base, "sst2"))) == [".7.tmp-leftover", "1", "2"]
+    assert sorted(os.listdir(os.path.join(base, "mnli"))) == [".7.tmp-leftover", "1", "2"]
     for bad in ("", ".hidden", "a/b", " x"):
         with pytest.raises(ValueError, match="model_name"):
             serving.export(serving.ModelSource(task, model, small_tokenizer), base, model_name=bad)
     with pytest.raises(ValueError, match="version"):
         serving.export(
-            serving.ModelSource(task, model, small_tokenizer), base, model_name="sst2", version=-1
+            serving.ModelSource(task, model, small_tokenizer), base, model_name="mnli", version=-1
         )
     with pytest.raises(ValueError, match="warmup_inputs"):
         serving.export(
             serving.ModelSource(task, model, small_tokenizer),
             base,
-            model_name="sst2",
+            model_name="mnli",
             warmup_inputs={"text": ["x"]},
         )
 

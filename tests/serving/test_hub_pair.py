@@ -23,6 +23,7 @@ def pair(tmp_path_factory, minilm_tokenizer, helpers):
         serving.ModelSource(None, model, minilm_tokenizer, max_seq_length=32),
         str(output_dir),
         format="hub_pair",
+        verify=False,  # the tests compare both halves with the Keras layers themselves
     ).paths
     with pytest.raises(FileExistsError, match="already exists"):
         serving.export(

@@ -1,11 +1,13 @@
 """`precision`: the export computes in bfloat16 when asked (or on native hardware with
-`auto`), answers like the float32 model within bfloat16's rounding, and says so."""
+`auto`) from weights rounded once. That a bfloat16 export answers like the float32
+model within bfloat16's rounding, and says so, is checked for every task family in
+test_export.py (`test_every_family_exports_in_bfloat16_answering_as_float32`)."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_zoo import serving, tasks
+from keras_bert_zoo import tasks
 from keras_bert_zoo.serving import precision
 
 
@@ -32,39 +34,6 @@ def test_cpu_flags_read_proc_cpuinfo(tmp_path):
     assert precision.cpu_flags(str(tmp_path / "missing")) == set()
     with pytest.raises(ValueError, match="auto, float32, bfloat16"):
         precision.resolve_precision("fp8")
-
-
-def test_bfloat16_export_answers_as_the_float32_model(tmp_path, small_tokenizer, helpers):
-    """Tolerance: bfloat16 keeps 8 significant bits, so each matmul's inputs move by up to
-    2**-9 relatively; on this tiny model the probabilities stay within 0.02 and every
-    label agrees. The served answers stay float32."""
-    task = tasks.create_task("glue/sst2", max_seq_length=24)
-    vocabulary = helpers.sentence_fixtures.VOCABULARY
-    model = helpers.randomize(task.build_model(helpers.tiny_encoder(len(vocabulary))), 21)
-    texts = helpers.text_inputs(task.text_fields, helpers.HOSTILE_TEXTS)["sentence"]
-    exports = {}
-    for name in ("float32", "bfloat16"):
-        exports[name] = serving.export(
-            serving.ModelSource(task, model, small_tokenizer),
-            str(tmp_path),
-            model_name=f"sst2_{name}",
-            precision=name,
-        )
-        assert exports[name].description["precision"] == name
-    assert model.compute_dtype == "float32"  # the caller's model is left alone
-    answers = {}
-    for name, exported in exports.items():
-        served = tf.saved_model.load(exported.path).signatures["serving_default"]
-        answers[name] = {k: v.numpy() for k, v in served(sentence=tf.constant(texts)).items()}
-    assert answers["bfloat16"]["probabilities"].dtype == np.float32
-    np.testing.assert_allclose(
-        answers["bfloat16"]["probabilities"], answers["float32"]["probabilities"], atol=0.02
-    )
-    assert (answers["bfloat16"]["label"] == answers["float32"]["label"]).all()
-    assert not np.array_equal(
-        answers["bfloat16"]["probabilities"], answers["float32"]["probabilities"]
-    )  # it did compute in bfloat16
-    assert "precision: bfloat16" in serving.describe_export(exports["bfloat16"].path)
 
 
 def _round_to_bfloat16(values):

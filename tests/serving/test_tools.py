@@ -3,6 +3,8 @@ their absl flags on a fine-tuned directory and on a pretrained checkpoint, and
 saved_model_run.py as a user runs it, on a request the export cannot take."""
 
 import ast
+import contextlib
+import io
 import os
 import pathlib
 import subprocess
@@ -33,31 +35,35 @@ def finetuned_dir(tmp_path_factory):
     return str(root / "run"), task, model, tokenizer
 
 
+@pytest.fixture(scope="module")
+def tool_exports(tmp_path_factory, finetuned_dir, export_tool):
+    """`(base, [what each run printed])`: the export tool run twice on the fine-tuned
+    directory, to one base: version 1 (core ops, a warmup file), version 2
+    (tensorflow-text ops). The tests read these exports."""
+    directory, _, _, _ = finetuned_dir
+    root = tmp_path_factory.mktemp("tool_exports")
+    base = root / "exports"
+    warmup = root / "warmup.tsv"
+    warmup.write_text("a good film\nbad\n\n", encoding="utf-8")
+    printed = []
+    for options in ([f"--warmup_file={warmup}"], ["--tokenizer_ops=tensorflow_text"]):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            _run(export_tool, f"--finetuned_dir={directory}", f"--export_base={base}", *options)
+        printed.append(out.getvalue())
+    return base, printed
+
+
 def test_export_tool_then_run_tool_in_python_and_cpp(
-    tmp_path, finetuned_dir, export_tool, run_tool, cpp_runner, capsys
+    tool_exports, finetuned_dir, export_tool, run_tool, cpp_runner, capsys
 ):
     directory, task, model, tokenizer = finetuned_dir
-    base = tmp_path / "exports"
-    warmup = tmp_path / "warmup.tsv"
-    warmup.write_text("a good film\nbad\n\n", encoding="utf-8")
-    _run(
-        export_tool,
-        f"--finetuned_dir={directory}",
-        f"--export_base={base}",
-        f"--warmup_file={warmup}",
-    )
-    printed = capsys.readouterr().out
+    base, (printed, printed_second) = tool_exports
     assert f"exported version 1 to {base / 'text_classification' / '1'}" in printed
     assert "signature serve_examples (tensorflow/serving/classify)" in printed
     assert "tokenizer ops: core" in printed and "ops outside core TensorFlow: none" in printed
     assert "labels: neg, pos" in printed
-    _run(
-        export_tool,
-        f"--finetuned_dir={directory}",
-        f"--export_base={base}",
-        "--tokenizer_ops=tensorflow_text",
-    )
-    printed = capsys.readouterr().out
+    printed = printed_second
     assert "tokenizer ops: tensorflow_text" in printed
     assert "FastWordpieceTokenizeWithOffsets" in printed and "tensorflow-text 2." in printed
     assert serving.existing_versions(str(base / "text_classification")) == [1, 2]
@@ -176,16 +182,16 @@ def test_export_tool_on_a_pretrained_checkpoint(tmp_path, export_tool, run_tool,
         _run(run_tool, f"--saved_model={tmp_path / 'hub'}", "--input=text=the cat")
 
 
-def test_run_tool_names_an_unknown_input_in_one_line(tmp_path, finetuned_dir):
+def test_run_tool_names_an_unknown_input_in_one_line(tool_exports):
     """A field the export does not take ends the tool as a user runs it with one line
     naming it and what the export takes: no description, no usage text."""
-    directory, _, _, _ = finetuned_dir
-    exported = serving.export(directory, str(tmp_path / "exports"))
+    base, _ = tool_exports
+    path = str(base / "text_classification" / "1")
     completed = subprocess.run(
         [
             sys.executable,
             "tools/saved_model_run.py",
-            f"--saved_model={exported.path}",
+            f"--saved_model={path}",
             "--input=sentence=a good film",
         ],
         capture_output=True,
@@ -196,10 +202,10 @@ def test_run_tool_names_an_unknown_input_in_one_line(tmp_path, finetuned_dir):
     )
     assert completed.returncode == 1 and completed.stdout == "", completed
     assert completed.stderr.splitlines()[-1] == (
-        f"saved_model_run: error: {exported.path} (serving_default): unknown input "
+        f"saved_model_run: error: {path} (serving_default): unknown input "
         "'sentence'; the export takes: text"
     )
     assert "USAGE" not in completed.stderr.upper() and "Traceback" not in completed.stderr
     # In Python, the loaded export refuses the same request with the same words.
     with pytest.raises(ValueError, match=r"unknown input 'sentence'; the export takes: text$"):
-        serving.load_served_model(exported.path)(sentence=np.array([b"a good film"], object))
+        serving.load_served_model(path)(sentence=np.array([b"a good film"], object))

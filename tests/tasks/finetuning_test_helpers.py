@@ -1,6 +1,9 @@
 """Shared helpers of the fine-tuning runner tests (imported by path, no conftest)."""
 
+import contextlib
+import io
 import os
+import sys
 
 import keras
 
@@ -48,3 +51,28 @@ def quick_config(**settings) -> FinetuningConfig:
     )
     defaults.update(settings)
     return FinetuningConfig(**defaults)
+
+
+def run_tool_as_user(tool, program: str, *args) -> tuple[int, str, str]:
+    """`(exit status, stdout, stderr)` of a loaded tool (`load_tool`) run in this process
+    as `cli.run` runs it for a user: its flags parsed by `cli.parse_flags`, its `main`
+    wrapped by `cli.wrap` (a user error ends with one line `<program>: error:
+    <message>` on stderr and status 1), `sys.argv[0]` set to `program` (what that line
+    starts with). The same code as a fresh process runs, without its start-up."""
+    from keras_bert_zoo.utils import cli
+
+    flags = tool.flags.FLAGS
+    argv, out, err = sys.argv[:], io.StringIO(), io.StringIO()
+    status = 0
+    try:
+        sys.argv[:] = [program]
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                cli.parse_flags([program, *args])
+                cli.wrap(tool.main)([program])
+            except SystemExit as done:
+                status = done.code
+    finally:
+        sys.argv[:] = argv
+        flags.unparse_flags()
+    return status, out.getvalue(), err.getvalue()

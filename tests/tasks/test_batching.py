@@ -173,9 +173,20 @@ class Family:
         )
 
 
+# One `Family` per name for the whole file (its features cost a preprocessor trace):
+# the tests read it; the one that trains makes its own models.
+_FAMILIES = {}
+
+
+def _family(name, tmp_path_factory):
+    if name not in _FAMILIES:
+        _FAMILIES[name] = Family(name, tmp_path_factory.mktemp(name))
+    return _FAMILIES[name]
+
+
 @pytest.fixture(scope="module", params=FAMILIES)
 def family(request, tmp_path_factory):
-    return Family(request.param, tmp_path_factory.mktemp(request.param))
+    return _family(request.param, tmp_path_factory)
 
 
 def _split(task, batch):
@@ -236,16 +247,18 @@ def test_trimmed_batches_hold_the_padded_examples_loss_and_outputs(family):
 
 
 @pytest.mark.parametrize("name", ["tagging", "spans"])
-def test_a_distillers_loss_is_the_same_on_trimmed_batches(name, tmp_path):
+def test_a_distillers_loss_is_the_same_on_trimmed_batches(name, tmp_path_factory):
     """The distiller of a per-position head (token classes, span positions), with every
     term: the same loss on the trimmed batch as on the padded one. (A sentence head's
     soft targets are per example: its family's test covers the student's loss.)"""
     from keras_bert_zoo.models.distillation import TaskDistiller
 
-    case = Family(name, tmp_path)
+    case = _family(name, tmp_path_factory)
+    # The teacher: the family's model made again (the distiller freezes its teacher).
+    teacher = _tiny_model(case.task, case.vocabulary)
     student = _tiny_model(case.task, case.vocabulary, seed=1)
     distiller = TaskDistiller(
-        case.model,
+        teacher,
         student,
         case.task.soft_targets(),
         temperature=2.0,
@@ -323,16 +336,16 @@ def _assert_same_answer(answer, padded):
 # === Training: a deterministic stream, one trace, exact resume ===
 
 
-def _bucketed_training(tmp_path):
+def _bucketed_training(tmp_path_factory):
     """Texts of 5 to 40 pieces (multi-label sentences), in bucketed training batches."""
-    case = Family("multi_label", tmp_path)
+    case = _family("multi_label", tmp_path_factory)
     return case, datasets.training_dataset_fn(
         case.task, (), None, BATCH, seed=3, batching="bucketed", features_fn=case.features
     )
 
 
-def test_the_bucketed_stream_is_full_deterministic_and_skips_exactly(tmp_path):
-    case, dataset_fn = _bucketed_training(tmp_path)
+def test_the_bucketed_stream_is_full_deterministic_and_skips_exactly(tmp_path_factory):
+    case, dataset_fn = _bucketed_training(tmp_path_factory)
     spec = dataset_fn(None).element_spec
     assert spec[0]["input_word_ids"].shape.as_list() == [BATCH, None]
     whole = [x["input_word_ids"] for x, _ in dataset_fn(None).take(12).as_numpy_iterator()]
@@ -375,10 +388,12 @@ def test_length_grouped_sorts_windows_and_keeps_every_example():
     assert length_buckets(40) == (16, 32, 40)
 
 
-def test_the_trainer_traces_once_and_resumes_bit_for_bit_on_bucketed_batches(tmp_path):
+def test_the_trainer_traces_once_and_resumes_bit_for_bit_on_bucketed_batches(
+    tmp_path, tmp_path_factory
+):
     from keras_bert_zoo.training import Trainer
 
-    case, dataset_fn = _bucketed_training(tmp_path)
+    case, dataset_fn = _bucketed_training(tmp_path_factory)
 
     def trainer(directory):
         model = _tiny_model(case.task, case.vocabulary)

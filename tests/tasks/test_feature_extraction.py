@@ -1,7 +1,6 @@
 """The main job (tools/extract_features.py) on the real MiniLM BERT the demo extra ships."""
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -10,7 +9,8 @@ import pytest
 
 from keras_bert_zoo.tasks import feature_extraction
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import finetuning_test_helpers as helpers  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -45,29 +45,26 @@ def test_mean_pool_ignores_padding():
 
 
 def test_bad_layer_index_names_the_flag(extractor):
+    # Three sentences, as the other tests of this extractor: the same traced step.
     with pytest.raises(ValueError, match="layers"):
-        extractor(["hello"], layers=(6,))
+        extractor(["hello", "a b", "c"], layers=(6,))
 
 
-def test_tool_writes_jsonl_features(tmp_path):
+def test_tool_writes_jsonl_features(tmp_path, load_tool):
+    """The tool's `main`, run in this process as `cli.run` runs it."""
     input_file = tmp_path / "sentences.txt"
     input_file.write_text("Hello world.\n\nThe quick brown fox.\n", encoding="utf-8")
     output_file = tmp_path / "features.jsonl"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(REPO_ROOT / "tools" / "extract_features.py"),
+    with load_tool("extract_features") as tool:
+        status, _, stderr = helpers.run_tool_as_user(
+            tool,
+            "extract_features",
             f"--input_file={input_file}",
             f"--output_file={output_file}",
             "--layers=-1,-2",
             "--max_seq_length=16",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
+        )
+    assert status == 0, stderr[-2000:]
     lines = [json.loads(line) for line in output_file.read_text().splitlines()]
     assert [line["linex_index"] for line in lines] == [0, 1]
     tokens = [feature["token"] for feature in lines[0]["features"]]
@@ -81,7 +78,11 @@ def test_tool_writes_jsonl_features(tmp_path):
 def test_padding_free_features_equal_the_padded_encoder_on_real_weights(extractor):
     """Real MiniLM weights, real sentences mostly padding: the real tokens' features and
     the pooled output equal those of the padded encoder's own predict()."""
-    sentences = ["Hello world.", "A considerably longer sentence, with a clause or two in it."]
+    sentences = [
+        "Hello world.",
+        "A considerably longer sentence, with a clause or two in it.",
+        "Short one.",  # three sentences, as the other tests of this extractor
+    ]
     features = extractor(sentences, layers=(-1, 2))
     inputs = {
         "input_word_ids": features["input_word_ids"],

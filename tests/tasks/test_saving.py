@@ -92,35 +92,42 @@ def test_a_state_from_another_label_set_is_refused(saved, tmp_path):
 
 
 # A fresh process that imports only what tools/export_saved_model.py imports: the
-# registration of our optimizer and schedule (keras_bert_zoo.training) is never run.
+# registration of our optimizer and schedule (keras_bert_zoo.training) is never run,
+# before each directory it loads (one process for every directory of this file).
 _LOAD_IN_FRESH_PROCESS = """
 import sys
 import numpy as np
 from keras_bert_zoo import tasks
-assert "keras_bert_zoo.training.optimization" not in sys.modules
-finetuned = tasks.load_finetuned(sys.argv[1])
-assert not finetuned.model.compiled
-weights = finetuned.model.get_weights()
-np.savez(sys.argv[2], *weights)
+for directory, out in zip(sys.argv[1::2], sys.argv[2::2]):
+    assert "keras_bert_zoo.training.optimization" not in sys.modules
+    finetuned = tasks.load_finetuned(directory)
+    assert not finetuned.model.compiled
+    weights = finetuned.model.get_weights()
+    np.savez(out, *weights)
 """
 
 
-def _load_in_fresh_process(directory, tmp_path):
+def _load_in_fresh_process(directories, tmp_path):
+    """The weights of each directory's model, loaded by one fresh process."""
     import subprocess
 
-    out = tmp_path / "weights.npz"
+    outs = [tmp_path / f"weights_{index}.npz" for index in range(len(directories))]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     env["PYTHONPATH"] = os.pathsep.join([str(pathlib.Path(__file__).parents[2]), ""])
+    arguments = [str(path) for pair in zip(directories, outs, strict=True) for path in pair]
     completed = subprocess.run(
-        [sys.executable, "-c", _LOAD_IN_FRESH_PROCESS, str(directory), str(out)],
+        [sys.executable, "-c", _LOAD_IN_FRESH_PROCESS, *arguments],
         capture_output=True,
         text=True,
         env=env,
         timeout=300,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
-    with np.load(out) as loaded:
-        return [loaded[f"arr_{i}"] for i in range(len(loaded.files))]
+    weights = []
+    for out in outs:
+        with np.load(out) as loaded:
+            weights.append([loaded[f"arr_{i}"] for i in range(len(loaded.files))])
+    return weights
 
 
 def _compiled_with_our_optimizer(model, steps=2):
@@ -139,36 +146,47 @@ def _compiled_with_our_optimizer(model, steps=2):
     return model
 
 
-def test_a_compiled_model_saves_without_optimizer_and_loads_in_a_fresh_process(saved, tmp_path):
+@pytest.fixture(scope="module")
+def compiled_directories(saved, tmp_path_factory):
+    """`{name: (directory, the compiled model saved there, the weights a fresh process
+    loaded from it)}`: `"compiled"` saved by `save_finetuned`, `"old"` by plain
+    `model.save` (what earlier releases wrote); one fresh process loads both."""
+    import shutil
+
+    directory, _, _, task = saved
+    root = tmp_path_factory.mktemp("compiled")
+    finetuned = tasks.load_finetuned(str(directory))
+    compiled = _compiled_with_our_optimizer(finetuned.model)
+    target = root / "compiled"
+    tasks.save_finetuned(str(target), task, compiled, finetuned.tokenizer)
+    old = root / "old"
+    shutil.copytree(directory, old)
+    old_model = _compiled_with_our_optimizer(tasks.load_finetuned(str(directory)).model)
+    (old / "model.keras").unlink()
+    old_model.save(old / "model.keras")
+    loaded = _load_in_fresh_process([target, old], root)
+    return {"compiled": (target, compiled, loaded[0]), "old": (old, old_model, loaded[1])}
+
+
+def test_a_compiled_model_saves_without_optimizer_and_loads_in_a_fresh_process(
+    compiled_directories,
+):
     """The defect: `model.keras` of a compiled model named our `AdamW`, and a process
     that had not imported keras_bert_zoo.training could not load it."""
-    directory, _, _, task = saved
-    finetuned = tasks.load_finetuned(str(directory))
-    model = _compiled_with_our_optimizer(finetuned.model)
-    target = tmp_path / "compiled"
-    tasks.save_finetuned(str(target), task, model, finetuned.tokenizer)
+    target, model, loaded = compiled_directories["compiled"]
     with __import__("zipfile").ZipFile(target / "model.keras") as archive:
         config = json.loads(archive.read("config.json"))
     assert not config.get("compile_config")
-    loaded = _load_in_fresh_process(target, tmp_path)
     expected = model.get_weights()
     assert len(loaded) == len(expected)
     for got, want in zip(loaded, expected, strict=True):
         np.testing.assert_array_equal(got, want)
 
 
-def test_a_directory_saved_compiled_by_an_earlier_release_still_loads(saved, tmp_path):
+def test_a_directory_saved_compiled_by_an_earlier_release_still_loads(compiled_directories):
     """`model.keras` written by plain `model.save` of a compiled model (what earlier
     releases wrote) loads in a fresh process too; its optimizer state is not read."""
-    import shutil
-
-    directory, _, _, _ = saved
-    target = tmp_path / "old"
-    shutil.copytree(directory, target)
-    model = _compiled_with_our_optimizer(tasks.load_finetuned(str(directory)).model)
-    (target / "model.keras").unlink()
-    model.save(target / "model.keras")
-    loaded = _load_in_fresh_process(target, tmp_path)
+    _, model, loaded = compiled_directories["old"]
     for got, want in zip(loaded, model.get_weights(), strict=True):
         np.testing.assert_array_equal(got, want)
 

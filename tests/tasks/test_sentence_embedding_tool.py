@@ -1,10 +1,11 @@
 """`tools/run_finetuning.py --task=sentence_embedding` as a user runs it, on bad input:
 a file with the wrong columns, an empty positive, a scored pair out of range, a
 judgement naming a document the corpus lacks. Each is one error line naming the file
-and line, exit status 1, no traceback, and nothing written.
+and line, exit status 1, no traceback, and nothing written. The first case runs the
+tool in a fresh process; the others run its `main` in this process as `cli.run` does
+(`finetuning_test_helpers.run_tool_as_user`), which prints the same line.
 """
 
-import concurrent.futures
 import pathlib
 import subprocess
 import sys
@@ -29,7 +30,7 @@ def _run(args):
     return completed.returncode, completed.stderr
 
 
-def test_bad_input_is_one_line_naming_file_and_line_and_nothing_is_written(tmp_path):
+def test_bad_input_is_one_line_naming_file_and_line_and_nothing_is_written(tmp_path, load_tool):
     checkpoint = helpers.write_tiny_checkpoint(tmp_path / "bert", fixtures.VOCABULARY)
     pairs = [row[:2] for row in fixtures.triplets(4)]
     good = fixtures.write_table(tmp_path / "good.tsv", ["anchor", "positive"], pairs)
@@ -58,18 +59,20 @@ def test_bad_input_is_one_line_naming_file_and_line_and_nothing_is_written(tmp_p
             [f"{beir['qrels_file']}:5:", "'nowhere'", "--corpus_file"],
         ),
     }
-    runs = {}
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        for name, (args, _) in cases.items():
-            output_dir = tmp_path / f"out_{name}"
-            args = [*args, f"--init_checkpoint={checkpoint}", f"--output_dir={output_dir}"]
-            runs[name] = (pool.submit(_run, args), output_dir)
-    for name, (future, output_dir) in runs.items():
-        status, stderr = future.result()
+    for index, (name, (args, fragments)) in enumerate(cases.items()):
+        output_dir = tmp_path / f"out_{name}"
+        args = [*args, f"--init_checkpoint={checkpoint}", f"--output_dir={output_dir}"]
+        if index == 0:
+            status, stderr = _run(args)
+        else:
+            with load_tool("run_finetuning") as tool:
+                status, _, stderr = helpers.run_tool_as_user(
+                    tool, "run_finetuning", "--task=sentence_embedding", *args
+                )
         errors = [line for line in stderr.splitlines() if line.startswith("run_finetuning:")]
         assert status == 1, (name, stderr[-2000:])
         assert "Traceback" not in stderr, name
         assert len(errors) == 1 and errors[0].startswith("run_finetuning: error: "), stderr
-        for expected in cases[name][1]:
+        for expected in fragments:
             assert expected in errors[0], (name, errors[0])
         assert not output_dir.exists(), name

@@ -1,4 +1,4 @@
-"""Each GLUE task end to end on fixture files in the official layout, through the
+"""GLUE tasks end to end on fixture files in the official layout, through the
 fine-tuning runner (`keras_bert_zoo.runners.finetuning`, what `tools/run_finetuning.py`
 runs): `train_and_eval` fine-tunes a tiny encoder (the loss falls), evaluates (every
 metric in `eval_results.json` equal to scikit-learn / scipy on the answers in the
@@ -6,6 +6,13 @@ prediction file) and saves the model; a separate `predict` run loads the saved
 directory (Keras, Google or Hugging Face layout, in turn) and writes the GLUE
 submission files, checked against the trained model run directly on the raw texts and
 against the task's serving function.
+
+The runs cover each kind of GLUE task once (`TRAINED`: one sentence with Matthews
+correlation, a pair with F1, regression, three classes over two eval splits and three
+submission files, named two-class labels); the other tasks run the same code on other
+files, which every task's reader test (test_sentence_readers.py) and its evaluation and
+submission files (`test_every_glue_task_evaluates_and_writes_its_submission_files`)
+check without training.
 """
 
 import json
@@ -44,6 +51,8 @@ LABELS = {
 }
 # The predict runs load the trained model from each saved layout in turn.
 SAVED_LAYOUTS = ("finetuned", "export_google", "export_huggingface")
+# The GLUE tasks trained end to end: one of each kind (see the module docstring).
+TRAINED = ("glue/cola", "glue/mrpc", "glue/stsb", "glue/mnli", "glue/qnli")
 
 
 def _with_warnings_ignored(function, *args, **kwargs):
@@ -115,7 +124,7 @@ def _read_jsonl(path):
         return [json.loads(line) for line in f]
 
 
-@pytest.mark.parametrize("name", GLUE_TASK_NAMES)
+@pytest.mark.parametrize("name", TRAINED)
 def test_glue_task_fine_tunes_evaluates_and_writes_submission_files(
     name, glue_root, tiny_checkpoint, tmp_path
 ):
@@ -170,7 +179,7 @@ def test_glue_task_fine_tunes_evaluates_and_writes_submission_files(
         assert saved["task_name"] == name and saved["state"] == task.state()
 
     # === predict, in a new run that loads the saved model ===
-    layout = SAVED_LAYOUTS[GLUE_TASK_NAMES.index(name) % len(SAVED_LAYOUTS)]
+    layout = SAVED_LAYOUTS[TRAINED.index(name) % len(SAVED_LAYOUTS)]
     output_dir = tmp_path / "predict"
     predicted_run = finetuning.run_finetuning(
         helpers.quick_config(
@@ -231,6 +240,65 @@ def test_glue_task_fine_tunes_evaluates_and_writes_submission_files(
     # Only finished files: no temporary names left behind.
     for directory in (run_dir, run_dir / "predictions", output_dir / "predictions"):
         assert not [f for f in os.listdir(directory) if f.startswith(".")], directory
+
+
+def _answers(name, task, examples, rng):
+    """Answers of the task's kind for `examples`: random labels with their
+    probabilities, or random scores."""
+    if LABELS[name] is None:
+        return [SentenceAnswer(score=float(rng.uniform(0, 5))) for _ in examples]
+    answers = []
+    for _ in examples:
+        probabilities = rng.dirichlet(np.ones(len(task.label_names)))
+        label = task.label_names[int(probabilities.argmax())]
+        answers.append(
+            SentenceAnswer(
+                label=label,
+                probabilities={
+                    n: float(p) for n, p in zip(task.label_names, probabilities, strict=True)
+                },
+            )
+        )
+    return answers
+
+
+@pytest.mark.parametrize("name", GLUE_TASK_NAMES)
+def test_every_glue_task_evaluates_and_writes_its_submission_files(name, glue_root, tmp_path):
+    """Each task's metrics (scikit-learn / scipy on the same answers), its label order
+    and its submission files (names, `index\tprediction`, the test files' indices), on
+    answers made up here: what a run of every task writes, without the training that
+    the end-to-end test above does for one task of each kind."""
+    root, expected = glue_root
+    task = _task(name, root)
+    assert tuple(task.label_names or ()) == (LABELS[name] or ())
+    rng = np.random.default_rng(GLUE_TASK_NAMES.index(name))
+    for split in task.split_names()["eval"]:
+        examples = task.read(split)
+        answers = _answers(name, task, examples, rng)
+        gold = [e.label for e in examples]
+        predicted = [a.score if LABELS[name] is None else a.label for a in answers]
+        results = task.evaluate(answers, examples)
+        reference = reference_metrics(name, gold, predicted)
+        assert set(results) == set(reference)
+        for key, value in reference.items():
+            assert results[key] == pytest.approx(value, abs=1e-9, nan_ok=True), key
+    for split, submission_name in fixtures.SUBMISSION_FILES[name].items():
+        assert split in task.split_names()["predict"]
+        examples = task.read(split)
+        answers = _answers(name, task, examples, rng)
+        paths = task.write_predictions(answers, examples, str(tmp_path), split)
+        assert os.path.basename(paths[-1]) == submission_name
+        lines = (tmp_path / submission_name).read_text(encoding="utf-8").split("\n")
+        assert lines[0] == "index\tprediction" and lines[-1] == ""
+        rows = [line.split("\t") for line in lines[1:-1]]
+        assert [index for index, _ in rows] == [i for _, _, i in expected[name].rows[split]]
+        if LABELS[name] is None:
+            np.testing.assert_allclose(
+                [float(p) for _, p in rows], [a.score for a in answers], atol=2e-6, rtol=1e-5
+            )
+        else:
+            assert [p for _, p in rows] == [a.label for a in answers]
+    assert not [f for f in os.listdir(tmp_path) if f.startswith(".")]
 
 
 def test_features_are_the_preprocessor_outputs_in_example_order(glue_root, tokenizer):

@@ -109,6 +109,42 @@ def basic_tokenize(text: str, lowercase: bool) -> list[str]:
     return " ".join(words).strip().split()
 
 
+class _CharacterMap(dict):
+    """`str.translate` table of `clean_text` then `space_cjk`, one character at a time
+    (both map each character on its own): dropped, a space, " c " or itself. Filled
+    on first sight of each code point from the same predicates."""
+
+    def __missing__(self, cp: int) -> str:
+        char = chr(cp)
+        if cp == 0 or cp == 0xFFFD or is_control(char):
+            out = ""
+        elif is_whitespace(char):
+            out = " "
+        elif is_cjk(cp):
+            out = f" {char} "
+        else:
+            out = char
+        self[cp] = out
+        return out
+
+
+_CHARACTER_MAP = _CharacterMap()
+
+
+def basic_tokenize_memo(text: str, lowercase: bool, memo: dict) -> list[str]:
+    """`basic_tokenize(text, lowercase)`, with the per-character steps done by one
+    `str.translate` and each whitespace token's words cached in `memo`: the same
+    statement, only faster (tests/text checks the two agree)."""
+    words = []
+    for token in text.translate(_CHARACTER_MAP).split():
+        found = memo.get(token)
+        if found is None:
+            normal = strip_accents(token.lower()) if lowercase else token
+            found = memo[token] = " ".join(split_on_punctuation(normal)).split()
+        words.extend(found)
+    return words
+
+
 # google-research/bert tokenization.py, FullTokenizer.__init__:
 #   self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
 # with WordpieceTokenizer.__init__(self, vocab, unk_token="[UNK]",
@@ -154,10 +190,14 @@ def tokenize(
     `memo` (a dict) caches the pieces of each word across calls: it only saves time.
     """
     if memo is not None:
-        # One cache per limit: a memo shared across limits must not mix them.
+        # One cache per limit: a memo shared across limits must not mix them; the
+        # basic tokenizer's words per casing.
+        words = basic_tokenize_memo(text, lowercase, memo.setdefault(("basic", lowercase), {}))
         memo = memo.setdefault(("max_chars_per_token", max_chars_per_token), {})
+    else:
+        words = basic_tokenize(text, lowercase)
     out = []
-    for word in basic_tokenize(text, lowercase):
+    for word in words:
         for token in word.strip().split():
             if memo is None:
                 out.extend(wordpiece_word(token, vocab, unk, max_chars_per_token))

@@ -20,13 +20,24 @@ from keras_bert_zoo.text.tokenizer import (
     TOKENIZER_OPS,
 )
 
-BATCH = 4096
+# Lines per tokenizer call (rows are tokenized independently): 460,000 short lines
+# take half the time in 65,536-line calls as in 4,096-line ones, and one call of them
+# all takes gigabytes.
+BATCH = 65_536
+
+_TOKENIZERS = {}
 
 
 def both_implementations(**kwargs):
     """The tokenizer on tensorflow-text's kernels and on core TF ops (`ops="core"`):
-    every parity test holds for both, against the same reference tokens."""
-    return [BertTokenizer(**kwargs, ops=ops) for ops in TOKENIZER_OPS]
+    every parity test holds for both, against the same reference tokens. Made once per
+    setting for this file when the vocabulary is a file (a path)."""
+    if not isinstance(kwargs.get("vocabulary"), str):
+        return [BertTokenizer(**kwargs, ops=ops) for ops in TOKENIZER_OPS]
+    key = tuple(sorted(kwargs.items()))
+    if key not in _TOKENIZERS:
+        _TOKENIZERS[key] = [BertTokenizer(**kwargs, ops=ops) for ops in TOKENIZER_OPS]
+    return _TOKENIZERS[key]
 
 
 def our_tokens(tokenizer, lines):
@@ -38,10 +49,73 @@ def our_tokens(tokenizer, lines):
     return out
 
 
-def reference_tokens(ref, lines, vocab, lowercase):
+# The reference's basic-tokenizer words of each whitespace token, per casing: they do
+# not depend on the vocabulary, so every test of this file shares them.
+_BASIC_WORDS = {True: {}, False: {}}
+
+
+def reference_memo(lowercase):
+    """A `memo` for `ref.tokenize` of one vocabulary (its word pieces start empty)."""
+    return {("basic", lowercase): _BASIC_WORDS[lowercase]}
+
+
+# tokenize_with_offsets of the same lines by the same tokenizer setting, shared by the
+# tests of this file (`offsets_of`): {(casing, ops, segment name): [ids, starts, ends]}.
+_OFFSETS = {}
+
+
+def offsets_of(tokenizer, casing, segment, lines):
+    """`tokenizer.tokenize_with_offsets(lines)` as three lists of rows, made once per
+    (casing, ops, segment): `segment` names `lines`, the same lines wherever it is used."""
+    key = (casing, tokenizer.ops, segment)
+    if key not in _OFFSETS:
+        rows = [[], [], []]
+        for i in range(0, len(lines), BATCH):
+            found = tokenizer.tokenize_with_offsets(tf.constant(lines[i : i + BATCH]))
+            for out, tensor in zip(rows, found, strict=True):
+                out.extend(tensor.to_list())
+        _OFFSETS[key] = rows
+    return _OFFSETS[key]
+
+
+def reference_tokens(ref, lines, vocab, lowercase, memo=None):
     vocab = {token: index for index, token in enumerate(vocab)}
-    memo = {}
+    memo = reference_memo(lowercase) if memo is None else memo
     return [ref.tokenize(line, vocab, lowercase, memo=memo) for line in lines]
+
+
+@pytest.fixture(scope="module")
+def wiki_reference(ref, wiki_lines, uncased_vocab_path, cased_vocab_path):
+    """`wiki_reference(casing)`: the reference's tokens of every wiki line, computed once
+    per casing for the tests of this file."""
+    found = {}
+
+    def tokens(casing):
+        if casing not in found:
+            path = uncased_vocab_path if casing == "uncased" else cased_vocab_path
+            lowercase = casing == "uncased"
+            found[casing] = reference_tokens(ref, wiki_lines, load_vocab(path), lowercase)
+        return found[casing]
+
+    return tokens
+
+
+def test_memo_reference_is_the_plain_statement(ref, hostile, wiki_lines):
+    """The reference's cached path (`memo`: one `str.translate` per line, words cached
+    per whitespace token) gives the plain statement's words and pieces."""
+    lines = (
+        wiki_lines[:1000] + hostile.HOSTILE_LINES + ["x" + chr(cp) + "y" for cp in range(1, 0x3400)]
+    )
+    vocab = {"[UNK]": 0, "a": 1, "##b": 2, "the": 3, "x": 4, "##y": 5}
+    for lowercase in (True, False):
+        memo = {}
+        assert [ref.basic_tokenize_memo(line, lowercase, memo) for line in lines] == [
+            ref.basic_tokenize(line, lowercase) for line in lines
+        ]
+        memo = reference_memo(lowercase)
+        assert [ref.tokenize(line, vocab, lowercase, memo=memo) for line in lines] == [
+            ref.tokenize(line, vocab, lowercase) for line in lines
+        ]
 
 
 def report(name, lines, expected, got, got_label="ours"):
@@ -61,18 +135,23 @@ def report(name, lines, expected, got, got_label="ours"):
 
 
 @pytest.mark.parametrize("casing", ["uncased", "cased"])
-def test_wiki_corpus_parity(casing, ref, wiki_lines, uncased_vocab_path, cased_vocab_path):
+def test_wiki_corpus_parity(
+    casing, wiki_reference, wiki_lines, uncased_vocab_path, cased_vocab_path
+):
     path = uncased_vocab_path if casing == "uncased" else cased_vocab_path
     lowercase = casing == "uncased"
-    expected = reference_tokens(ref, wiki_lines, load_vocab(path), lowercase)
+    expected = wiki_reference(casing)
     assert len(wiki_lines) > 28000
     for tokenizer in both_implementations(vocabulary=path, lowercase=lowercase):
-        mismatches, msg = report(
-            f"wiki {casing} {tokenizer.ops}",
-            wiki_lines,
-            expected,
-            our_tokens(tokenizer, wiki_lines),
-        )
+        if tokenizer.ops == "core":
+            # Through tokenize_with_offsets (core's `tokenize` is its ids; the offsets are
+            # compared with tensorflow-text's below): the core ops tokenize once.
+            vocab = tokenizer.get_vocabulary()
+            ids = offsets_of(tokenizer, casing, "wiki", wiki_lines)[0]
+            got = [[vocab[j] for j in row] for row in ids]
+        else:
+            got = our_tokens(tokenizer, wiki_lines)
+        mismatches, msg = report(f"wiki {casing} {tokenizer.ops}", wiki_lines, expected, got)
         assert not mismatches, msg
 
 
@@ -196,7 +275,8 @@ def test_words_of_1_to_300_characters_follow_the_original(
     words = long_words(ref, index, lowercase)
     assert set(NAMED_LENGTHS) <= set(LONG_WORD_LENGTHS)
     lines = long_word_lines(words)
-    expected = reference_tokens(ref, lines, vocab, lowercase)
+    memo = reference_memo(lowercase)
+    expected = reference_tokens(ref, lines, vocab, lowercase, memo)
 
     # The oracle splits what it should: a word of vocabulary characters is many pieces
     # up to 200 characters (after accent stripping) and [UNK] past them.
@@ -204,7 +284,7 @@ def test_words_of_1_to_300_characters_follow_the_original(
         ("accented", "decomposed") if lowercase else ()
     ):
         for length, word in words[kind]:
-            pieces = ref.tokenize(word, index, lowercase)
+            pieces = ref.tokenize(word, index, lowercase, memo=memo)
             if length <= 200:
                 assert "[UNK]" not in pieces and len(pieces) >= length / 12, (kind, length)
             else:
@@ -213,9 +293,11 @@ def test_words_of_1_to_300_characters_follow_the_original(
         for kind in ("two_byte", "three_byte"):
             word = dict(words[kind])[length]
             assert len(word) == length and len(word.encode("utf-8")) > 2 * length - 1
-            pieces = ref.tokenize(word, index, lowercase)
+            pieces = ref.tokenize(word, index, lowercase, memo=memo)
             assert (pieces == ["[UNK]"]) == (length == 201), (kind, length)
-    assert all(ref.tokenize(w, index, lowercase) == ["[UNK]"] for _, w in words["unknown_char"])
+    assert all(
+        ref.tokenize(w, index, lowercase, memo=memo) == ["[UNK]"] for _, w in words["unknown_char"]
+    )
 
     for tokenizer in both_implementations(vocabulary=path, lowercase=lowercase):
         assert tokenizer.max_chars_per_token == ORIGINAL_MAX_CHARS_PER_WORD == 200
@@ -223,6 +305,7 @@ def test_words_of_1_to_300_characters_follow_the_original(
 
 
 def check_long_words(tokenizer, casing, words, lines, expected):
+    """`lines`: `long_word_lines(words)` of the casing's own `long_words`."""
     # Batched (one routing decision per line), each named length alone, and through
     # tokenize_with_offsets.
     batched = our_tokens(tokenizer, lines)
@@ -237,24 +320,20 @@ def check_long_words(tokenizer, casing, words, lines, expected):
     for i in named:
         single = tokenizer.tokenize(tf.constant(lines[i])).numpy().tolist()
         assert [id_to_token[j] for j in single] == expected[i], (casing, i, len(lines[i]))
-    ids, starts, ends = tokenizer.tokenize_with_offsets(tf.constant(lines))
+    ids, starts, ends = offsets_of(tokenizer, casing, f"long_words_{casing}", lines)
     mismatches, msg = report(
         f"long words {casing} with offsets",
         lines,
         expected,
-        [[id_to_token[j] for j in row] for row in ids.to_list()],
+        [[id_to_token[j] for j in row] for row in ids],
     )
     assert not mismatches, msg
     # A word past the limit is one [UNK] spanning the whole word.
     for length, word in words["pieces"][199:]:
         line = lines.index(word)
-        row = ids[line].numpy().tolist()
-        assert (row == [tokenizer.unknown_token_id]) == (length > 200)
+        assert (ids[line] == [tokenizer.unknown_token_id]) == (length > 200)
         if length > 200:
-            assert (starts[line].numpy().tolist(), ends[line].numpy().tolist()) == (
-                [0],
-                [len(word)],
-            )
+            assert (starts[line], ends[line]) == ([0], [len(word)])
 
 
 @pytest.mark.parametrize("casing", ["uncased", "cased"])
@@ -270,7 +349,10 @@ def test_hugging_face_limit_is_an_option(casing, ref, uncased_vocab_path, cased_
     index = {token: i for i, token in enumerate(vocab)}
     words = long_words(ref, index, lowercase, seed=1)
     lines = [word for _, word in words["pieces"] + words["two_byte"]]
-    expected = [ref.tokenize(line, index, lowercase, max_chars_per_token=100) for line in lines]
+    memo = reference_memo(lowercase)
+    expected = [
+        ref.tokenize(line, index, lowercase, max_chars_per_token=100, memo=memo) for line in lines
+    ]
     for tokenizer in both_implementations(
         vocabulary=path, lowercase=lowercase, max_chars_per_token=HUGGING_FACE_MAX_CHARS_PER_WORD
     ):
@@ -309,13 +391,15 @@ def test_four_byte_characters_at_the_limit(ref, lowercase):
         assert [[vocab[i] for i in row] for row in single] == expected
 
 
-def test_huggingface_cross_check(ref, hostile, wiki_lines, uncased_vocab_path):
+def test_huggingface_cross_check(ref, hostile, wiki_lines, wiki_reference, uncased_vocab_path):
     """Hugging Face `tokenizers` is a third opinion; it is not the specification."""
     import tokenizers
 
     hf = tokenizers.BertWordPieceTokenizer(uncased_vocab_path, lowercase=True)
     lines = wiki_lines + hostile.HOSTILE_LINES
-    expected = reference_tokens(ref, lines, load_vocab(uncased_vocab_path), True)
+    expected = wiki_reference("uncased") + reference_tokens(
+        ref, hostile.HOSTILE_LINES, load_vocab(uncased_vocab_path), True
+    )
     got = [e.tokens for e in hf.encode_batch(lines, add_special_tokens=False)]
     mismatches, msg = report("Hugging Face tokenizers vs reference", lines, expected, got, "hf")
     # Known differences are few (e.g. HF's own normalizer and whitespace rules).
@@ -433,23 +517,38 @@ def test_core_offsets_equal_tensorflow_text_offsets(
     ref, hostile, wiki_lines, uncased_vocab_path, cased_vocab_path
 ):
     """`ops="core"` returns the same ids, starts and ends as the tensorflow-text path,
-    both casings: real text, its NFD form, the hostile set, long and unknown words."""
+    both casings: real text, its NFD form, the hostile set, long and unknown words.
+    (The core offsets of the Wikipedia lines and of the uncased long words are those the
+    tests above computed, `offsets_of`.)"""
     index = {token: i for i, token in enumerate(load_vocab(uncased_vocab_path))}
-    words = long_words(ref, index, True)
-    accented = [line for line in wiki_lines if not line.isascii()][:3000]
-    lines = (
-        wiki_lines[:3000]
-        + accented
-        + [unicodedata.normalize("NFD", line) for line in accented]
+    words = long_words(ref, index, True)  # the uncased test's long words
+    accented_rows = [i for i, line in enumerate(wiki_lines) if not line.isascii()][:3000]
+    accented = [wiki_lines[i] for i in accented_rows]
+    wiki_rows = list(range(3000)) + accented_rows
+    rest = (
+        [unicodedata.normalize("NFD", line) for line in accented]
         + hostile.HOSTILE_LINES
         + long_word_lines(words)
     )
-    inputs = tf.constant(lines + [line.encode("utf-8") + b"\xff\x00x" for line in lines[:50]])
-    for path, lowercase in ((uncased_vocab_path, True), (cased_vocab_path, False)):
+    lines = [wiki_lines[i] for i in wiki_rows] + rest
+    invalid = [line.encode("utf-8") + b"\xff\x00x" for line in lines[:50]]
+    inputs = tf.constant(lines + invalid)
+    for path, casing in ((uncased_vocab_path, "uncased"), (cased_vocab_path, "cased")):
+        lowercase = casing == "uncased"
         text_ops, core_ops = both_implementations(vocabulary=path, lowercase=lowercase)
         want = [tensor.to_list() for tensor in text_ops.tokenize_with_offsets(inputs)]
-        got = [tensor.to_list() for tensor in core_ops.tokenize_with_offsets(inputs)]
+        wiki = offsets_of(core_ops, casing, "wiki", wiki_lines)
+        long_lines = long_word_lines(words)
+        long = offsets_of(core_ops, casing, "long_words_uncased", long_lines)
+        others = core_ops.tokenize_with_offsets(tf.constant(rest[: -len(long_lines)] + invalid))
+        others = [tensor.to_list() for tensor in others]
+        split = len(rest) - len(long_lines)
+        got = [
+            [found[i] for i in wiki_rows] + other[:split] + long_rows + other[split:]
+            for found, long_rows, other in zip(wiki, long, others, strict=True)
+        ]
         for name, w, g in zip(("ids", "starts", "ends"), want, got, strict=True):
+            assert len(w) == len(g) == len(lines) + len(invalid), name
             bad = [i for i in range(len(w)) if w[i] != g[i]]
             assert not bad, (lowercase, name, len(bad), lines[bad[0]][:80] if bad else None)
 

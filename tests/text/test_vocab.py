@@ -10,6 +10,9 @@ import tensorflow as tf
 from keras_bert_zoo.text import BertTokenizer, build_vocab, load_vocab, write_vocab
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "tests", "tasks"))
+import finetuning_test_helpers  # noqa: E402
+
 CORPUS = [
     "The cat sat on the mat.",
     "The dog sat on the log!",
@@ -77,7 +80,17 @@ def test_build_vocab_from_datasets_and_arguments():
         build_vocab("a single string", vocab_size=50, lowercase=True)
 
 
+def run_tool_in_process(load_tool, *args):
+    """The tool's `main` in this process, as `cli.run` runs it: a `CompletedProcess`."""
+    with load_tool("build_vocab") as tool:
+        status, stdout, stderr = finetuning_test_helpers.run_tool_as_user(
+            tool, "build_vocab", *args
+        )
+    return subprocess.CompletedProcess(["build_vocab", *args], status, stdout, stderr)
+
+
 def run_tool(*args):
+    """The tool in a fresh process, as a user runs it."""
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run(
         [sys.executable, os.path.join(REPO, "tools", "build_vocab.py"), *args],
@@ -88,12 +101,13 @@ def run_tool(*args):
     )
 
 
-def test_build_vocab_tool(tmp_path):
+def test_build_vocab_tool(tmp_path, load_tool):
     for i in range(2):
         (tmp_path / f"part{i}.txt").write_text("\n".join(CORPUS[i::2]) + "\n", encoding="utf-8")
     out = tmp_path / "out" / "vocab.txt"
     out.parent.mkdir()
-    result = run_tool(
+    result = run_tool_in_process(
+        load_tool,
         f"--input_files={tmp_path}/part*.txt",
         f"--output_vocab={out}",
         "--vocab_size=150",
@@ -107,7 +121,7 @@ def test_build_vocab_tool(tmp_path):
     assert missing.returncode != 0 and "No file matches" in missing.stderr
 
 
-def test_build_vocab_reads_dumps_and_compressed_text_as_the_creator_does(tmp_path):
+def test_build_vocab_reads_dumps_and_compressed_text_as_the_creator_does(tmp_path, load_tool):
     """`--input_files=dump.xml.bz2` learns from the dump's article sentences (it read the
     compressed bytes, and wrote 2004 tokens of single-character garbage): gensim's real
     Bulgarian Wikipedia dump (UTF-16 in bzip2) and gzip-compressed text, read by the
@@ -131,7 +145,9 @@ def test_build_vocab_reads_dumps_and_compressed_text_as_the_creator_does(tmp_pat
         f.write("\n".join(CORPUS) + "\n")
     inputs = f"{tmp_path}/bgwiki.xml.bz2,{tmp_path}/more.txt.gz"
     out = tmp_path / "vocab.txt"
-    result = run_tool(f"--input_files={inputs}", f"--output_vocab={out}", "--vocab_size=400")
+    result = run_tool_in_process(
+        load_tool, f"--input_files={inputs}", f"--output_vocab={out}", "--vocab_size=400"
+    )
     assert result.returncode == 0, result.stderr
     vocab = load_vocab(str(out))
     sentences = list(corpus.iter_sentences(inputs))
