@@ -14,7 +14,7 @@ from keras_bert_zoo.training import step as step_lib
 SMALL = {
     "vocab_size": 97,
     "hidden_size": 32,
-    "num_layers": 2,
+    "num_layers": 1,
     "num_heads": 4,
     "intermediate_size": 64,
     "max_position_embeddings": 64,

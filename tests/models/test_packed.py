@@ -196,11 +196,14 @@ def compiled(model, loss=None, steps=6):
 @pytest.mark.parametrize(
     ("task", "options", "packed_options"),
     [
-        ("classifier", {}, {}),
-        # XLA for the packed run only (one compilation: 4 rows per micro-batch of 4).
+        # The classifier's packed loss under accumulation, XLA for the packed run only
+        # (one compilation: 4 rows per micro-batch of 4); the pretrainer's in a graph, one
+        # micro-batch a step. (A third case, the classifier in a graph without
+        # accumulation, ran only code of these two.)
         ("classifier", {"gradient_accumulation_steps": 2}, {"jit_compile": True}),
         ("pretrainer", {}, {}),
     ],
+    ids=["classifier-accumulation-xla", "pretrainer"],
 )
 def test_trainer_with_packed_sequences_follows_the_padded_loss_trajectory(
     tmp_path, task, options, packed_options, packed_batch_keys

@@ -168,19 +168,12 @@ def test_transfer_rows_carry_no_label_weight(reviews_teacher, tmp_path):
     np.testing.assert_array_equal(transferred, np.asarray(expected["input_word_ids"]))
 
 
-def test_resuming_a_different_distillation_is_refused(reviews_teacher, tmp_path):
-    root, data_dir, _ = reviews_teacher
-    settings = dict(
-        teacher=str(root / "teacher"),
-        data_dir=str(data_dir),
-        output_dir=str(tmp_path / "student"),
-        train_batch_size=8,
-        num_train_steps=2,
-        mode="train",
-    )
-    distillation.run_distillation(_quick(**settings))
+def test_resuming_a_different_distillation_is_refused(reviews_teacher, live_student):
+    settings, output_dir, _ = live_student
     with pytest.raises(ValueError, match=r"run_settings\.json: .*temperature 2\.0 -> 4\.0"):
-        distillation.run_distillation(_quick(**settings, temperature=4.0))
+        distillation.run_distillation(
+            _quick(**settings, output_dir=str(output_dir), temperature=4.0)
+        )
 
 
 @pytest.mark.parametrize(
@@ -396,13 +389,22 @@ def _assert_cache_holds_the_teachers_logits(output_dir, settings, tmp_path):
     np.testing.assert_allclose(written, np.asarray(expected), rtol=1e-5, atol=1e-6)
 
 
-def test_cached_teacher_outputs_train_as_the_teacher_in_the_step(reviews_teacher, tmp_path):
+@pytest.fixture(scope="module")
+def live_student(reviews_teacher, tmp_path_factory):
+    """`(settings, output directory, result)` of a 1-block student of the reviews
+    teacher trained 8 steps with the teacher in the step (checkpoints at 4 and 8)."""
+    settings = _transfer_settings(reviews_teacher, num_train_steps=8, checkpoint_every=4)
+    output_dir = tmp_path_factory.mktemp("live") / "student"
+    result = distillation.run_distillation(_quick(**settings, output_dir=str(output_dir)))
+    return settings, output_dir, result
+
+
+def test_cached_teacher_outputs_train_as_the_teacher_in_the_step(live_student, tmp_path):
     """`--cache_teacher_outputs`: the cache holds the teacher's outputs of every training
     feature in order (the teacher run here on the same texts), the student trains as with
     the teacher in the step, and a resumed run reads the cache back and ends bitwise as
     the uninterrupted one."""
-    settings = _transfer_settings(reviews_teacher, num_train_steps=8, checkpoint_every=4)
-    live = distillation.run_distillation(_quick(**settings, output_dir=str(tmp_path / "live")))
+    settings, live_dir, live = live_student
     cached_dir = tmp_path / "cached"
     cached = distillation.run_distillation(
         _quick(**settings, output_dir=str(cached_dir), cache_teacher_outputs=True)
@@ -411,19 +413,16 @@ def test_cached_teacher_outputs_train_as_the_teacher_in_the_step(reviews_teacher
     _assert_cache_holds_the_teachers_logits(cached_dir, settings, tmp_path)
 
     np.testing.assert_allclose(cached.training.losses, live.training.losses, rtol=1e-4)
-    for got, want in zip(
-        _student_weights(cached_dir), _student_weights(tmp_path / "live"), strict=True
-    ):
+    for got, want in zip(_student_weights(cached_dir), _student_weights(live_dir), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
-    # A run stopped after its step-4 checkpoint: the later one removed, then resumed.
+    # The run stopped after its step-4 checkpoint (a copy of it, the later checkpoint
+    # and the final model removed), then resumed.
     resumed_dir = tmp_path / "resumed"
-    distillation.run_distillation(
-        _quick(**settings, output_dir=str(resumed_dir), cache_teacher_outputs=True)
-    )
+    shutil.copytree(cached_dir, resumed_dir)
     records_file = resumed_dir / "teacher_outputs.tfrecord"
     written_at = records_file.stat().st_mtime_ns
-    for path in (resumed_dir / "checkpoints").glob("ckpt-00000008*"):
+    for path in [*(resumed_dir / "checkpoints").glob("ckpt-00000008*"), resumed_dir / "finetuned"]:
         shutil.rmtree(path) if path.is_dir() else path.unlink()
     again = distillation.run_distillation(
         _quick(**settings, output_dir=str(resumed_dir), cache_teacher_outputs=True)

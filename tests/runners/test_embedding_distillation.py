@@ -330,33 +330,36 @@ def _labels_file(directory):
     )
 
 
-def _fine_tune_classifier(teacher, tmp_path):
-    """A text classifier of one step on the fixtures' vocabulary: `tmp_path/classifier`."""
+@pytest.fixture(scope="module")
+def classifier(teacher, tmp_path_factory):
+    """A text classifier of one step on the fixtures' vocabulary, and its labels file."""
+    root = tmp_path_factory.mktemp("classifier")
+    labels = _labels_file(root)
     finetuning.run_finetuning(
         helpers.quick_config(
             task="text_classification",
             init_checkpoint=str(teacher["root"] / "bert"),
-            output_dir=str(tmp_path / "classifier"),
+            output_dir=str(root / "classifier"),
             mode="train",
             train_batch_size=8,
             num_train_steps=1,
             max_seq_length=SEQUENCE_LENGTH,
-            task_options={"train_file": _labels_file(tmp_path)},
+            task_options={"train_file": labels},
         )
     )
-    return tmp_path / "classifier"
+    return root / "classifier", labels
 
 
-def test_a_teacher_that_is_no_embedding_model_is_refused(teacher, tmp_path):
+def test_a_teacher_that_is_no_embedding_model_is_refused(teacher, classifier, tmp_path):
     """A fine-tuned classifier as the teacher of a sentence_embedding student, and a
     plain BERT checkpoint as a classification teacher: one line each."""
-    _fine_tune_classifier(teacher, tmp_path)
+    classifier_dir, labels = classifier
     with pytest.raises(UserError, match=r"--task=sentence_embedding but .* text_classification"):
         distillation.run_distillation(
             _config(
                 teacher,
                 tmp_path / "a",
-                teacher=str(tmp_path / "classifier"),
+                teacher=str(classifier_dir),
                 task="sentence_embedding",
             )
         )
@@ -370,7 +373,7 @@ def test_a_teacher_that_is_no_embedding_model_is_refused(teacher, tmp_path):
                 mode="train",
                 student_layers="1",
                 max_seq_length=SEQUENCE_LENGTH,
-                task_options={"train_file": _labels_file(tmp_path)},
+                task_options={"train_file": labels},
             )
         )
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
@@ -446,14 +449,15 @@ def _run_tool(args):
 
 
 def test_the_tool_distils_an_embedding_teacher_and_refuses_a_classifier_in_one_line(
-    teacher, tmp_path
+    teacher, classifier, tmp_path, load_tool, monkeypatch
 ):
     """`run_distillation --train_file= --transfer_file=...`: the transfer texts alone,
-    the summary's fraction of the teacher's Spearman; a classifier as the teacher of
-    `--task=sentence_embedding`: one line, exit 1, nothing written."""
-    import concurrent.futures
+    the summary's fraction of the teacher's Spearman (the tool's `main` in this
+    process); a classifier as the teacher of `--task=sentence_embedding`, as a user
+    runs the tool: one line, exit 1, nothing written."""
+    from keras_bert_zoo.utils import cli
 
-    classifier = _fine_tune_classifier(teacher, tmp_path)
+    classifier_dir, _ = classifier
     common = [
         f"--transfer_file={teacher['transfer']}",
         "--train_file=",
@@ -464,21 +468,27 @@ def test_the_tool_distils_an_embedding_teacher_and_refuses_a_classifier_in_one_l
         "--num_train_steps=4",
         "--steps_per_loop=4",
     ]
-    cases = {
-        "student": [f"--teacher={teacher['teacher']}", *common],
-        "refused": [f"--teacher={classifier}", "--task=sentence_embedding", *common],
-    }
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        runs = {
-            name: pool.submit(_run_tool, [*args, f"--output_dir={tmp_path / name}"])
-            for name, args in cases.items()
-        }
-    code, stdout, stderr = runs["student"].result()
+    monkeypatch.delenv(cli.TRACEBACK_ENV, raising=False)
+    with load_tool("run_distillation") as tool:
+        code, stdout, stderr = helpers.run_tool_as_user(
+            tool,
+            "tools/run_distillation.py",
+            f"--teacher={teacher['teacher']}",
+            *common,
+            f"--output_dir={tmp_path / 'student'}",
+        )
     assert code == 0, stderr[-3000:]
     record = json.loads((tmp_path / "student" / "eval_results.json").read_text(encoding="utf-8"))
     fraction = record["fraction_of_teacher"]["sts_dev"]
     assert f"fraction of the teacher's spearman: sts_dev {fraction:.4f}" in stdout
-    code, _, stderr = runs["refused"].result()
+    code, _, stderr = _run_tool(
+        [
+            f"--teacher={classifier_dir}",
+            "--task=sentence_embedding",
+            *common,
+            f"--output_dir={tmp_path / 'refused'}",
+        ]
+    )
     assert code == 1 and "Traceback" not in stderr, stderr[-3000:]
     last_line = [line for line in stderr.splitlines() if line.strip()][-1]
     assert last_line.startswith("run_distillation: error: --task=sentence_embedding but ")

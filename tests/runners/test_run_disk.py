@@ -65,17 +65,31 @@ def test_checkpoint_layouts_default_to_none_for_fine_tuning_and_both_for_pretrai
     assert PretrainingConfig().checkpoint_layouts == ("google", "huggingface")
 
 
-def test_a_run_writes_no_checkpoint_layout_unless_asked(checkpoint, tmp_path):
-    result = finetuning.run_finetuning(_config(checkpoint, tmp_path / "run", mode="train"))
+@pytest.fixture(scope="module")
+def stored_run(checkpoint, tmp_path_factory):
+    """`(run directory, result)` of 6 steps with one evaluation, at the end: best/ and
+    finetuned/ are the same model. The tests that write to a run work on a copy."""
+    run_dir = tmp_path_factory.mktemp("stored") / "run"
+    return run_dir, finetuning.run_finetuning(_config(checkpoint, run_dir, eval_every=0))
+
+
+def _linked_copy(run_dir, copy_dir):
+    """`run_dir` again at `copy_dir`, every file a hard link to the run's: the same files,
+    linked as the run linked them (whose writes replace files, never rewrite them)."""
+    shutil.copytree(run_dir, copy_dir, copy_function=os.link)
+    return copy_dir
+
+
+def test_a_run_writes_no_checkpoint_layout_unless_asked(stored_run):
+    run_dir, result = stored_run
     assert set(result.exports) == {"keras"}
-    assert not (tmp_path / "run" / "export_google").exists()
-    assert not (tmp_path / "run" / "export_huggingface").exists()
+    assert not (run_dir / "export_google").exists()
+    assert not (run_dir / "export_huggingface").exists()
 
 
-def test_final_model_that_is_the_best_is_stored_once(checkpoint, tmp_path):
+def test_final_model_that_is_the_best_is_stored_once(stored_run, tmp_path):
     # One evaluation, at the end: best/ and finetuned/ are the same model.
-    run_dir = tmp_path / "run"
-    result = finetuning.run_finetuning(_config(checkpoint, run_dir, eval_every=0))
+    run_dir, result = stored_run
     best, final = run_dir / "best", run_dir / "finetuned"
     assert _step(best) == _step(final) == result.step == 6
     for name in SAVED_FILES:
@@ -88,6 +102,8 @@ def test_final_model_that_is_the_best_is_stored_once(checkpoint, tmp_path):
     for before, after in zip(result.model.get_weights(), _weights(final), strict=True):
         np.testing.assert_array_equal(before, after)
     # A later write to finetuned/ replaces its files and leaves best/'s as they were.
+    run_dir = _linked_copy(run_dir, tmp_path / "run")
+    best, final = run_dir / "best", run_dir / "finetuned"
     best_bytes = (best / "model.keras").read_bytes()
     run_outputs.save_run_model(
         str(run_dir),
@@ -123,11 +139,12 @@ def test_finetuned_links_best_only_when_it_is_the_same_model(checkpoint, tmp_pat
     assert result.task.task_name == tasks.load_finetuned(str(final)).task.task_name
 
 
-def test_a_stale_best_of_the_same_step_with_other_weights_is_not_linked(checkpoint, tmp_path):
+def test_a_stale_best_of_the_same_step_with_other_weights_is_not_linked(stored_run, tmp_path):
     # best/ from an earlier run that reached the same step with other weights: the step
     # alone does not make it this model.
+    source_dir, result = stored_run
     run_dir = tmp_path / "run"
-    result = finetuning.run_finetuning(_config(checkpoint, run_dir, mode="train"))
+    shutil.copytree(source_dir, run_dir)  # copies: nothing linked
     best = run_dir / "best"
     other = tasks.load_finetuned(str(run_dir / "finetuned")).model
     other.set_weights([w + 1.0 for w in result.model.get_weights()])
@@ -145,9 +162,8 @@ def test_a_stale_best_of_the_same_step_with_other_weights_is_not_linked(checkpoi
         np.testing.assert_array_equal(before, after)
 
 
-def test_no_link_possible_keeps_the_copy(checkpoint, tmp_path, monkeypatch):
-    run_dir = tmp_path / "run"
-    finetuning.run_finetuning(_config(checkpoint, run_dir, eval_every=0, num_train_steps=3))
+def test_no_link_possible_keeps_the_copy(stored_run, tmp_path, monkeypatch):
+    run_dir, result = stored_run
     copy_dir = tmp_path / "copy"
     shutil.copytree(run_dir / "finetuned", copy_dir)
 
@@ -155,7 +171,10 @@ def test_no_link_possible_keeps_the_copy(checkpoint, tmp_path, monkeypatch):
         raise OSError(1, "Operation not permitted")
 
     monkeypatch.setattr(os, "link", no_links)
-    assert run_outputs.link_identical_model_files(str(run_dir / "best"), str(copy_dir), 3) == []
+    assert (
+        run_outputs.link_identical_model_files(str(run_dir / "best"), str(copy_dir), result.step)
+        == []
+    )
     assert not _same_file(run_dir / "best", copy_dir, "model.keras")
     assert tasks.load_finetuned(str(copy_dir)).task.task_name == "text_classification"
     assert not [p for p in copy_dir.iterdir() if p.name.startswith(".")]

@@ -4,7 +4,9 @@ N", printed the old dev accuracy and exited 0. Now it is refused in one line nam
 setting (old -> new) and the two ways on, leaving the run as it was; with
 `--overwrite_output_dir` it starts over there, from step 0, and records the new
 settings. Each setting's classification is tested in-process
-(tests/runners/test_run_fingerprint.py); this is the one run of the tool.
+(tests/runners/test_run_fingerprint.py); here the refused rerun is a run of the tool as
+a user runs it (its one line and exit status), the first run and the overwriting one
+the tool's `main` in this process (what they leave, what they log).
 """
 
 import json
@@ -39,7 +41,9 @@ def _args(data_dir, checkpoint, output_dir, *extra):
     ]
 
 
-def test_a_rerun_with_another_learning_rate_is_refused_and_overwrite_starts_over(tmp_path):
+def test_a_rerun_with_another_learning_rate_is_refused_and_overwrite_starts_over(
+    tmp_path, run_tool_in_process, caplog
+):
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     runner_test._write_reviews(data_dir / "reviews.tsv", count=32)
@@ -50,8 +54,8 @@ def test_a_rerun_with_another_learning_rate_is_refused_and_overwrite_starts_over
     output_dir = tmp_path / "run"
     args = _args(data_dir, checkpoint, output_dir)
 
-    status, output = runner_test._run(args)
-    assert status == 0, output[-3000:]
+    status, _, stderr = run_tool_in_process("run_finetuning", *args)
+    assert status == 0, stderr[-3000:]
     checkpoints = sorted(p.name for p in (output_dir / "checkpoints").iterdir())
     results = (output_dir / "eval_results.json").read_text("utf-8")
     event_files = len(list(output_dir.rglob("events.out.tfevents.*")))
@@ -69,9 +73,14 @@ def test_a_rerun_with_another_learning_rate_is_refused_and_overwrite_starts_over
     assert sorted(p.name for p in (output_dir / "checkpoints").iterdir()) == checkpoints
     assert (output_dir / "eval_results.json").read_text("utf-8") == results
 
-    status, output = runner_test._run([*args, "--learning_rate=3e-5", "--overwrite_output_dir"])
-    assert status == 0, output[-3000:]
-    assert f"Starting at step 0 of {STEPS}" in output and "Resuming at step" not in output
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        status, _, stderr = run_tool_in_process(
+            "run_finetuning", *args, "--learning_rate=3e-5", "--overwrite_output_dir"
+        )
+    assert status == 0, stderr[-3000:]
+    logged = caplog.text
+    assert f"Starting at step 0 of {STEPS}" in logged and "Resuming at step" not in logged
     settings = json.loads((output_dir / "run_settings.json").read_text("utf-8"))["settings"]
     assert settings["learning_rate"] == 3e-5
     # The old run's summaries are gone (TensorBoard would draw two runs' curves in one).

@@ -6,7 +6,8 @@ checkpoint it resumes from; the same command, rerun once there is room, resumes 
 The full disk is simulated in a fresh process running tools/run_finetuning.py as a user
 does: `tf.train.Checkpoint.write` of the training state raises TensorFlow's
 `ResourceExhaustedError` (what its file writer raises on ENOSPC) at the Nth checkpoint.
-Python's own `OSError(ENOSPC)` (the manifest's write) is tested in-process."""
+The rerun is the tool's `main` in the test's process. Python's own `OSError(ENOSPC)`
+(the manifest's write) is tested in-process."""
 
 import errno
 import os
@@ -85,7 +86,9 @@ def _run(command):
     return completed.returncode, completed.stdout + completed.stderr, completed.stderr
 
 
-def test_a_full_disk_at_a_checkpoint_ends_in_one_line_and_the_rerun_resumes(tmp_path):
+def test_a_full_disk_at_a_checkpoint_ends_in_one_line_and_the_rerun_resumes(
+    tmp_path, run_tool_in_process, caplog
+):
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     runner_test._write_reviews(data_dir / "reviews.tsv", count=24)
@@ -114,9 +117,13 @@ def test_a_full_disk_at_a_checkpoint_ends_in_one_line_and_the_rerun_resumes(tmp_
     ), last
     assert sorted(os.listdir(run_dir / "checkpoints")) == ["ckpt-00000002"]  # no partial one
 
-    code, output, _ = _run([sys.executable, tool, *_args(data_dir, checkpoint, run_dir)])
-    assert code == 0, output[-3000:]
-    assert f"Resuming at step 2 of {STEPS}" in output, output[-3000:]
+    # The same command once there is room: the tool's `main` here, resuming.
+    with caplog.at_level("INFO"):
+        code, _, stderr = run_tool_in_process(
+            "run_finetuning", *_args(data_dir, checkpoint, run_dir)
+        )
+    assert code == 0, stderr[-3000:]
+    assert f"Resuming at step 2 of {STEPS}" in caplog.text, caplog.text[-3000:]
     assert (run_dir / "finetuned" / "model.keras").is_file()
 
 

@@ -128,7 +128,9 @@ def _run_tool(args):
     return completed.returncode, completed.stderr
 
 
-def test_bad_input_is_one_line_naming_it_and_writes_nothing(teacher, tmp_path):
+def test_bad_input_is_one_line_naming_it_and_writes_nothing(teacher, tmp_path, run_tool_in_process):
+    """The first case as a user runs the tool (a fresh process: its exit status and
+    stderr); the others through the tool's `main` here, which prints the same line."""
     root, data_dir, checkpoint, _ = teacher
     pairs = tmp_path / "pairs.txt"
     pairs.write_text("a fine film\nthe plot\tis awful\n", encoding="utf-8")
@@ -147,13 +149,12 @@ def test_bad_input_is_one_line_naming_it_and_writes_nothing(teacher, tmp_path):
             [f"{pairs}:2", "expected 1 tab-separated field"],
         ),
     }
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        runs = {
-            name: pool.submit(_run_tool, [*args, f"--output_dir={tmp_path / name}"])
-            for name, (args, _) in cases.items()
-        }
-    for name, (_, expected) in cases.items():
-        code, stderr = runs[name].result()
+    for index, (name, (args, expected)) in enumerate(cases.items()):
+        args = [*args, f"--output_dir={tmp_path / name}"]
+        if index == 0:
+            code, stderr = _run_tool(args)
+        else:
+            code, _, stderr = run_tool_in_process("run_distillation", *args)
         assert code == 1, (name, stderr[-3000:])
         assert "Traceback" not in stderr, stderr[-3000:]
         last_line = [line for line in stderr.splitlines() if line.strip()][-1]

@@ -36,6 +36,8 @@ runner_test = resume_test.runner_test
 
 STEPS = 20
 SIGNAL_SEED = 5
+# The two workers' runs: enough steps for a SIGTERM after step 6 and the resume after it.
+CLUSTER_STEPS = 12
 
 
 def _signal_steps():
@@ -47,8 +49,10 @@ def _signal_steps():
 def _args(data_dir, checkpoint, output_dir, **extra):
     args = resume_test._args(data_dir, checkpoint, output_dir)
     # Only the default step-based checkpoints (none before step 1000) and no time-based
-    # one: what the interrupted runs resume from is the checkpoint the signal saved.
-    args = [a for a in args if not a.startswith(("--checkpoint_every=", "--keep_checkpoints="))]
+    # one: what the interrupted runs resume from is the checkpoint the signal saved. No
+    # checkpoint layout exported at the end (what the runs leave is the resume test's).
+    dropped = ("--checkpoint_every=", "--keep_checkpoints=", "--checkpoint_layouts=")
+    args = [a for a in args if not a.startswith(dropped)]
     args += ["--checkpoint_every_seconds=0", "--keep_checkpoints=3"]
     return args + [f"--{name}={value}" for name, value in extra.items()]
 
@@ -95,9 +99,9 @@ def _run_signalled(commands, envs, after_step=None, signal_number=None):
     return [p.returncode for p in processes], ["".join(out) for out in outputs]
 
 
-def _stopped_step(output, signal_name):
+def _stopped_step(output, signal_name, steps=STEPS):
     found = re.findall(
-        rf"run_finetuning: stopped at step (\d+) of {STEPS} \({signal_name}\); the same "
+        rf"run_finetuning: stopped at step (\d+) of {steps} \({signal_name}\); the same "
         r"command resumes",
         output,
     )
@@ -159,7 +163,11 @@ def test_two_workers_sigtermed_together_stop_at_one_step_and_resume(tmp_path):
 
     data_dir, checkpoint = resume_test._files(tmp_path)
     command = [sys.executable, str(BINARY)]
-    strategy = {"distribution_strategy": "multi_worker_mirrored", "steps_per_loop": 2}
+    strategy = {
+        "distribution_strategy": "multi_worker_mirrored",
+        "steps_per_loop": 2,
+        "num_train_steps": CLUSTER_STEPS,
+    }
 
     def cluster_args(output_dir):
         return command + _args(data_dir, checkpoint, output_dir, **strategy)
@@ -174,11 +182,12 @@ def test_two_workers_sigtermed_together_stop_at_one_step_and_resume(tmp_path):
         [args] * 2, child_process.worker_environments(2), 6, signal.SIGTERM
     )
     assert codes == [128 + signal.SIGTERM] * 2, "\n=====\n".join(o[-3000:] for o in outputs)
-    stopped = [_stopped_step(output, "SIGTERM") for output in outputs]
-    assert stopped[0] == stopped[1] and 6 <= stopped[0] < STEPS, stopped
+    stopped = [_stopped_step(output, "SIGTERM", CLUSTER_STEPS) for output in outputs]
+    assert stopped[0] == stopped[1] and 6 <= stopped[0] < CLUSTER_STEPS, stopped
     codes, outputs = _run_signalled([args] * 2, child_process.worker_environments(2))
     assert codes == [0, 0], "\n=====\n".join(o[-3000:] for o in outputs)
-    assert resume_test._resumed_step(outputs[0]) == stopped[0]
+    resumed = re.findall(rf"Resuming at step (\d+) of {CLUSTER_STEPS}", outputs[0])
+    assert resumed == [str(stopped[0])], outputs[0][-3000:]
 
     reference = load_finetuned(str(tmp_path / "uninterrupted" / "finetuned")).model
     resumed = load_finetuned(str(tmp_path / "resumed" / "finetuned")).model

@@ -1,6 +1,7 @@
-"""`tools/run_pretraining.py` as a user runs it, on records written by the port of
-google-research/bert's create_pretraining_data.py (benchmarks/, imported by path): the
-original's records train with our binary, evaluate and export. The runner's logic is
+"""`tools/run_pretraining.py` on records written by the port of google-research/bert's
+create_pretraining_data.py (benchmarks/, imported by path): the original's records train
+with the tool's `main` (in this process), evaluate and export; a missing input, as a user
+runs the tool, is one error naming it. The runner's logic is
 tested in-process in tests/pretraining/test_run_pretraining.py.
 """
 
@@ -53,7 +54,7 @@ def _corpus(path, documents, seed):
     return str(path)
 
 
-def test_original_records_train_evaluate_and_export(tmp_path):
+def test_original_records_train_evaluate_and_export(tmp_path, run_tool_in_process):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("".join(t + "\n" for t in SPECIALS + WORDS + ["."]), encoding="utf-8")
     port = _port()
@@ -78,8 +79,10 @@ def test_original_records_train_evaluate_and_export(tmp_path):
     }
     (tmp_path / "bert_config.json").write_text(json.dumps(config), encoding="utf-8")
     output_dir = tmp_path / "out"
-    returncode, output = _run(
-        [
+    # The tool's `main` in this process (a user error's fresh process: the test below).
+    returncode, stdout, stderr = run_tool_in_process(
+        "run_pretraining",
+        *[
             f"--input_file={tmp_path / 'train.tfrecord'}",
             f"--eval_input_file={tmp_path / 'heldout.tfrecord'}",
             f"--bert_config_file={tmp_path / 'bert_config.json'}",
@@ -90,8 +93,9 @@ def test_original_records_train_evaluate_and_export(tmp_path):
             "--steps_per_loop=3",
             "--learning_rate=1e-3",
             "--progress=log",
-        ]
+        ],
     )
+    output = stdout + stderr
     assert returncode == 0, output
     assert "Trained to step 6" in output
     assert "masked_lm_accuracy" in output and "next_sentence_accuracy" in output

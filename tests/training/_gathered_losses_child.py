@@ -65,14 +65,15 @@ def mnrl_replica_alone():
 
 
 # name: (the loss, texts a row, gradient cache chunk (0: default_loss_fn), jit_compile).
+# One case for each path of the step under two replicas (`TrainStep._replica_step_fn`):
+# uncached or cached, without XLA or with it (the model's passes alone compiled when the
+# loss gathers, `XlaForwardModel`; the whole forward and backward pass when it does not).
+# The uncached and cached XLA paths run through `Trainer.train`, which runs that step.
 CASES = {
     # Two hard negatives a row and the reverse term.
     "mnrl_hard_negatives": (mnrl, 4, 0, False),
-    "mnrl_hard_negatives_xla": (mnrl, 4, 0, True),
-    "cosent_xla": (losses.CoSENTLoss, 2, 0, True),
-    # The gradient cache over 4 rows a replica in chunks of 3.
-    "cached_mnrl_hard_negatives": (mnrl, 4, 3, False),
-    "cached_mnrl_hard_negatives_xla": (mnrl, 4, 3, True),
+    # The gradient cache over 4 rows a replica in chunks of 3, CoSENT (the whole batch's
+    # pairs ranked, not a mean of rows).
     "cached_cosent": (losses.CoSENTLoss, 2, 3, False),
     # A loss of independent rows: XLA compiles the whole forward and backward pass.
     "cosine_mse_xla": (losses.CosineSimilarityLoss, 2, 0, True),

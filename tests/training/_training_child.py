@@ -40,7 +40,7 @@ def parse_args(argv):
 SMALL = {
     "vocab_size": 97,
     "hidden_size": 32,
-    "num_layers": 2,
+    "num_layers": 1,
     "num_heads": 4,
     "intermediate_size": 64,
     "max_position_embeddings": 64,

@@ -161,12 +161,19 @@ def test_setup_builds_the_strategy_then_seeds_and_sets_the_policy():
 
 
 @pytest.fixture(scope="module")
-def one_device_reference(tmp_path_factory, run_training, load_training_result):
-    directory = tmp_path_factory.mktemp("one_device")
-    code, output = run_training(
-        [*COMMON, f"--model_dir={directory / 'run'}", f"--out={directory / 'result.npz'}"]
+def one_device_reference(tmp_path_factory, load_training_result):
+    """The training child's run on one device, in this process (only the strategies of
+    several devices or processes need a process of their own)."""
+    import pathlib
+
+    import child_process
+
+    child = child_process.import_by_path(
+        "kbz_training_child", pathlib.Path(__file__).with_name("_training_child.py")
     )
-    assert code == 0, output[-3000:]
+    directory = tmp_path_factory.mktemp("one_device")
+    args = [*COMMON, f"--model_dir={directory / 'run'}", f"--out={directory / 'result.npz'}"]
+    assert child.main(args) == 0
     return load_training_result(directory / "result.npz")
 
 

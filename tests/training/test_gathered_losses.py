@@ -61,12 +61,8 @@ def test_mirrored_two_devices_equal_one_device_on_the_global_batch(tmp_path):
     assert sorted(results) == [
         "cached_cosent",
         "cached_dropout_xla",
-        "cached_mnrl_hard_negatives",
-        "cached_mnrl_hard_negatives_xla",
-        "cosent_xla",
         "cosine_mse_xla",
         "mnrl_hard_negatives",
-        "mnrl_hard_negatives_xla",
         "mnrl_replica_alone",
         "num_replicas",
         "trainer_cached_mnrl_hard_negatives_xla",
@@ -80,7 +76,9 @@ def test_two_workers_equal_one_device_on_the_global_batch(tmp_path):
         sys.executable,
         str(CHILD),
         "--strategy=multi_worker_mirrored",
-        "--cases=mnrl_hard_negatives_xla,trainer_cached_mnrl_hard_negatives_xla",
+        # The most of the step at once: the Trainer's per-worker input, the gradient
+        # cache, XLA's passes of the model, the all-gather across the processes.
+        "--cases=trainer_cached_mnrl_hard_negatives_xla",
         f"--model_dir={tmp_path}",
     ]
     codes, outputs = child_process.run_together(

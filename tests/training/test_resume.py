@@ -1,4 +1,4 @@
-"""Exact resume: a bert_tiny pretraining run killed with SIGKILL and rerun ends bitwise
+"""Exact resume: a tiny BERT pretraining run killed with SIGKILL and rerun ends bitwise
 equal to an uninterrupted run (CPU, fixed seed, dropout on, shuffled input with its own
 RNG, whose iterator state is part of each checkpoint)."""
 
@@ -13,7 +13,7 @@ STEPS = 9
 def _args(model_dir, out):
     return [
         "--model=pretrainer",
-        "--preset=bert_tiny_uncased",
+        "--preset=small",
         f"--steps={STEPS}",
         "--steps_per_loop=1",
         "--checkpoint_every=2",
