@@ -13,7 +13,8 @@ each of its three forms (`python tools/<tool>.py` in a clone, the console script
    `--helpfull` answer without TensorFlow;
 3. for a tool that runs a model, chooses the CPU kernels (`utils.cpu_kernels`: oneDNN,
    XLA; `--onednn`, `--jit_compile`) and sets `TF_ENABLE_ONEDNN_OPTS`;
-4. imports TensorFlow with its C++ start-up lines captured (`utils.quiet_import`).
+4. imports TensorFlow with its C++ start-up lines captured (`utils.quiet_import`),
+   without the modules Keras loads for features no tool uses (scikit-learn).
 
 For this to run first, importing `keras_bert_zoo` in such a process does not import
 TensorFlow (the package's `__init__` asks `starting_tool()`); in every other process
@@ -225,8 +226,12 @@ def start_tool(
         sys.stdout.flush()
         print(f"{_error_name(program, tool)}: error: {message}", file=sys.stderr)
         sys.exit(1)
-    if import_tensorflow and quiet_import.wants_quiet_import():
-        quiet_import.import_tensorflow_quietly()
+    if import_tensorflow:
+        with quiet_import.without_modules_tools_do_not_use():
+            if quiet_import.wants_quiet_import():
+                quiet_import.import_tensorflow_quietly()
+            else:
+                quiet_import.import_tensorflow_logged_once()
 
 
 def define_onednn_flag():

@@ -168,3 +168,40 @@ def test_the_cpu_kernels_are_logged_first_and_applied(tmp_path):
         assert lines[-1].startswith("extract_features: error: "), lines
     assert "oneDNN off" in answers[1].stderr and "--onednn=off" in answers[1].stderr
     assert "no XLA" in answers[1].stderr and "--nojit_compile" in answers[1].stderr
+
+
+def test_tensorflows_start_up_lines_once_and_the_error_line_ends_the_output(tmp_path):
+    """With TensorFlow's C++ logs asked for (`TF_CPP_MIN_LOG_LEVEL=0`) a tool shows
+    their start-up block once (TensorFlow's two native libraries each print it), imports
+    TensorFlow without scikit-learn (`quiet_import.UNUSED_BY_TOOLS`: -X importtime
+    lists every module), and its one error line ends the output with a newline."""
+    env = child_process.environment()
+    env["TF_CPP_MIN_LOG_LEVEL"] = "0"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            str(REPO_ROOT / "tools" / "extract_features.py"),
+            f"--model_dir={tmp_path / 'no_model'}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stderr[-3000:]
+    lines = done.stderr.splitlines()
+    imported = {
+        line.rpartition("|")[2].strip() for line in lines if line.startswith("import time:")
+    }
+    assert "tensorflow" in imported and "keras" in imported
+    # (A refused import is listed too, by its top name only: scikit-learn's modules.)
+    assert not [name for name in imported if name.startswith("sklearn.")]
+    logged = [
+        line.split("] ", 1)[1]
+        for line in lines
+        if line[:1] in "IWEF" and line[1:5].isdigit() and "] " in line
+    ]
+    assert logged and len(logged) == len(set(logged)), logged
+    assert done.stderr.endswith("\n") and lines[-1].startswith("extract_features: error: ")

@@ -198,3 +198,22 @@ def test_a_tool_not_checked_early_reads_its_kernel_flags_as_written():
     assert startup._kernel_flags(["--onednn=off", "--jit_compile"]) == ("off", True)  # noqa: SLF001
     assert startup._kernel_flags(["--onednn", "on", "--nojit_compile"]) == ("on", False)  # noqa: SLF001
     assert startup._kernel_flags(["--jit_compile=false", "--x=1"]) == ("auto", False)  # noqa: SLF001
+
+
+def test_a_tool_imports_tensorflow_without_the_modules_no_tool_uses(tmp_path, monkeypatch):
+    """Within the block a module of `UNUSED_BY_TOOLS` imports as if not installed (Keras
+    then skips scikit-learn); after it, it imports as usual."""
+    import importlib
+    import sys
+
+    from keras_bert_zoo.utils import quiet_import
+
+    assert "sklearn" in quiet_import.UNUSED_BY_TOOLS
+    (tmp_path / "kbz_unused_probe.py").write_text("VALUE = 7\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(quiet_import, "UNUSED_BY_TOOLS", ("kbz_unused_probe",))
+    with quiet_import.without_modules_tools_do_not_use():
+        with pytest.raises(ImportError):
+            importlib.import_module("kbz_unused_probe")
+    assert importlib.import_module("kbz_unused_probe").VALUE == 7
+    del sys.modules["kbz_unused_probe"]
