@@ -38,56 +38,59 @@ SHARED_EXPORT_SCOPE = "tests/serving/[session exports]"
 # files first lets the many short ones fill in around them. A file missing here runs
 # after these, in pytest's order; the order changes no result, only the wall time.
 LONGEST_FILES = (
-    # Seconds: the file's tests of 14 s or more in a full local run (2026-11-28, two
-    # workers), scaled to that CI run's pace; a file's short tests come on top.
-    # One work unit (see SHARED_EXPORT_FILES), ~360 s in all: the longest, so first.
+    # Worker seconds of each file of 25 s or more in a full run with two workers
+    # (2026-12-07, the machine's 2 cores shared with other work, so on the slow side;
+    # test_export_grid.py and goldens/ estimated), longest first.
+    # One work unit (see SHARED_EXPORT_FILES), ~408 s in all: the longest, so first.
     *SHARED_EXPORT_FILES,
-    "test_readme_commands_finetuning.py",  # 273 s (with "Distillation")
-    # 243 s of CPU (1,060 s measured with the machine's 2 cores loaded 6 times over)
-    "test_readme_commands_embeddings.py",
-    "runners/test_distillation_job.py",  # 262 s
-    "test_readme_commands.py",  # 190 s
-    "text/test_tokenizer_parity.py",  # 183 s
-    "test_readme_commands_pretraining.py",  # 175 s
-    "runners/test_finetuning.py",  # 138 s
-    # New with the sentence embeddings (seconds not measured on an idle machine yet;
-    # each took minutes under load): subprocess clusters, MiniLM tools, exports.
-    "training/test_gathered_losses.py",
-    "search/test_search_tools.py",
-    "runners/test_embedding_distillation.py",
-    "tasks/test_sentence_embedding_run.py",
-    "serving/test_embedding_export.py",
-    "models/test_gradient_cache_loss_fn.py",
-    "tools/test_run_finetuning_interrupt.py",  # 133 s
-    "training/test_distribute.py",  # 111 s
-    "tasks/test_sentence_finetuning.py",  # 109 s
-    "training/test_trainer.py",  # 98 s
-    "tools/test_run_distillation.py",  # 90 s
-    "runners/test_run_disk.py",  # 81 s
-    "tools/test_installed_wheel.py",  # 73 s
-    "training/test_resume.py",  # 72 s
-    "tasks/test_long_documents.py",  # 64 s
-    "tools/test_run_finetuning_resume.py",  # 59 s
-    "serving/test_tool_inputs_and_answers.py",  # 47 s
-    "serving/test_onnx_export.py",  # 42 s
-    "serving/test_litert.py",  # 41 s
-    "serving/test_hub_pair_manifests.py",  # 39 s
-    "runners/test_finetuning_distributed.py",  # 38 s
-    "pretraining/test_pretraining_dynamic.py",  # 35 s
-    "tasks/test_task_serving_outputs.py",  # 33 s
+    "test_readme_commands_finetuning.py",  # 345 s
+    "test_readme_commands_embeddings.py",  # 243 s
+    "tools/test_run_finetuning_interrupt.py",  # 203 s
+    "runners/test_distillation_job.py",  # 197 s
+    "serving/test_embedding_export.py",  # 190 s
+    "test_readme_commands_pretraining.py",  # 169 s
+    "training/test_gathered_losses.py",  # 161 s
+    "text/test_tokenizer_parity.py",  # 156 s
+    "test_readme_commands.py",  # 155 s
+    "training/test_trainer.py",  # 144 s
+    "tasks/test_sentence_finetuning.py",  # 135 s
+    "runners/test_embedding_distillation.py",  # 126 s
+    "serving/test_export_grid.py",  # 100 s
+    "training/test_distribute.py",  # 97 s
+    "runners/test_finetuning.py",  # 96 s
+    "serving/test_onnx_export.py",  # 94 s
+    "models/test_model_training.py",  # 87 s
+    "pretraining/test_run_pretraining.py",  # 82 s
+    "models/test_gradient_cache_loss_fn.py",  # 80 s
+    "tasks/test_tagging.py",  # 66 s
+    "tasks/test_sentence_embedding_run.py",  # 60 s
+    "tools/test_installed_wheel.py",  # 59 s
+    "serving/test_int8_minilm.py",  # 59 s
+    "pretraining/test_pretraining_dynamic.py",  # 56 s
+    "runners/test_run_disk.py",  # 56 s
+    "search/test_embedders.py",  # 53 s
+    "pretraining/test_beam_pipeline.py",  # 51 s
+    "tasks/test_batching.py",  # 51 s
+    "tools/test_run_distillation.py",  # 47 s
+    "runners/test_finetuning_distributed.py",  # 47 s
+    "tools/test_quiet_logs.py",  # 46 s
+    "training/test_resume.py",  # 45 s
+    "tasks/test_task_serving_outputs.py",  # 44 s
+    "models/test_padding_free.py",  # 43 s
+    "serving/test_litert.py",  # 43 s
+    "tools/test_run_finetuning_resume.py",  # 42 s
+    "serving/test_tool_inputs_and_answers.py",  # 42 s
+    "test_readme.py",  # 37 s
+    "search/test_search_tools.py",  # 36 s
+    "goldens/test_bert_goldens.py",  # 35 s
+    "pretraining/test_pretraining_creator.py",  # 34 s
     "models/test_packed.py",  # 32 s
-    "test_config.py",  # 29 s
-    "test_readme.py",  # 28 s
-    "runners/test_runners.py",  # 28 s
-    "models/test_embedding_losses.py",  # 28 s
-    "tools/test_rerun_with_other_settings.py",  # 26 s
-    "serving/test_precision.py",  # 25 s
-    "models/test_model_training.py",
-    "tasks/test_multi_label.py",
-    "test_readme_commands_machines.py",
-    "pretraining/test_pretraining_creator.py",
-    "tools/test_run_pretraining_tool.py",
-    "pretraining/test_beam_pipeline.py",
+    "runners/test_runners.py",  # 31 s
+    "serving/test_hub_pair_manifests.py",  # 31 s
+    "data/test_data_pipeline.py",  # 30 s
+    "test_readme_commands_machines.py",  # 29 s
+    "models/test_sentence_embedder_parity.py",  # 28 s
+    "models/test_model_serialization.py",  # 27 s
 )
 
 

@@ -7,12 +7,14 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = REPO_ROOT / "docs"
 
 
+@pytest.mark.slow
 def test_mkdocs_builds_the_pages_in_strict_mode(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -43,11 +45,13 @@ def test_the_readme_is_short_and_starts_with_the_two_set_up_commands():
         assert (REPO_ROOT / page).is_file(), page
 
 
+@pytest.mark.slow
 def test_the_readme_python_quick_start_runs_as_documented():
     (code,) = python_blocks(README)
     _runs_as_its_comments_say(code, 1)
 
 
+@pytest.mark.slow
 def test_usage_example_runs_as_documented():
     _runs_as_its_comments_say(usage_block(), 3)
 

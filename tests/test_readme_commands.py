@@ -42,6 +42,7 @@ def test_every_readme_command_is_run_or_says_why_not():
     assert runs == {section: [name] for section, name in readme.SECTION_TESTS.items()}, runs
 
 
+@pytest.mark.slow
 def test_tools(work):
     outputs = readme.run_section("Tools", work)
     assert (work / "tmp" / "mrpc" / "finetuned" / "model.keras").is_file()
@@ -52,6 +53,7 @@ def test_tools(work):
     assert any("bert_base_uncased" in output for output in outputs.values())
 
 
+@pytest.mark.slow
 def test_serving(work):
     """Export of the fine-tuned directory of an earlier process (test_tools'), then its
     answers on raw text from another process: each label's probability, the label the

@@ -64,6 +64,7 @@ def _read_tsv(path):
         return list(csv.DictReader(f, delimiter="\t"))
 
 
+@pytest.mark.slow
 def test_sentence_embeddings_and_semantic_search(work):
     readme.run_commands("Tools", work, pattern=r"--task=glue/mrpc")
     outputs = readme.run_section("Sentence embeddings and semantic search", work)

@@ -17,6 +17,7 @@ def work(tmp_path_factory):
     return readme.make_work(tmp_path_factory)
 
 
+@pytest.mark.slow
 def test_fine_tuning(work):
     readme.run_commands("Tools", work, pattern=r"tools/convert_checkpoint\.py .*--output=bert_hf")
     readme.run_section("Fine-tuning", work)

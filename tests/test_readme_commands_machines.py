@@ -12,6 +12,7 @@ def work(tmp_path_factory):
     return readme.make_work(tmp_path_factory)
 
 
+@pytest.mark.slow
 def test_training_on_several_machines(work):
     """Two workers on 127.0.0.1, as the README's TF_CONFIGs describe: both finish; the
     chief wrote the evaluation and the fine-tuned model."""

@@ -26,6 +26,7 @@ def _printed(outputs, tool_and_flag):
     return output
 
 
+@pytest.mark.slow
 def test_pretraining(work):
     outputs = readme.run_section("Pretraining", work)
     # The vocabulary is the dump's: Cyrillic words of the article, cased.

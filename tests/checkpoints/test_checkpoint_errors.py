@@ -156,6 +156,7 @@ def test_wrong_shape_in_google_checkpoint(saved, tmp_path, target, helpers):
     assert "[128, 64]" in message and "[128, 128]" in message
 
 
+@pytest.mark.slow
 def test_missing_tensor_refused_then_allowed_partially(saved, tmp_path, target, helpers, caplog):
     directory = _copy(saved, "google", tmp_path)
     tensors = _google_tensors(directory)

@@ -84,6 +84,7 @@ def test_huggingface_minilm_matches_transformers(minilm_dir, minilm_inputs, hf_o
     assert pooled_diff < TOLERANCE, pooled_diff
 
 
+@pytest.mark.slow
 def test_google_layout_fixture_loads_to_the_same_outputs(
     google_minilm_dir, minilm_inputs, hf_outputs, numpy_outputs
 ):

@@ -127,6 +127,7 @@ def test_google_tensors_equal_the_independent_mapping(tiny_pretrainer, helpers):
         assert np.array_equal(mapped[name], array), name
 
 
+@pytest.mark.slow
 def test_huggingface_pretrainer_matches_transformers(tmp_path, tiny_pretrainer, helpers):
     import torch
     import transformers

@@ -56,6 +56,7 @@ def test_a_path_of_that_name_wins_and_a_missing_package_names_its_install(tmp_pa
         sources.resolve_weight_source("not-there")
 
 
+@pytest.mark.slow
 def test_list_presets_and_the_flag_help_name_it():
     output = subprocess.run(
         [sys.executable, str(REPO_ROOT / "tools" / "list_presets.py")],

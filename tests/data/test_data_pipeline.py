@@ -578,6 +578,7 @@ def mirrored_result(tmp_path_factory):
     return path, json.loads(line[len("RESULT") :])
 
 
+@pytest.mark.slow
 def test_mirrored_strategy_on_two_cpus_gets_per_replica_batches(mirrored_result):
     _, out = mirrored_result
     assert out["num_replicas"] == 2
@@ -590,6 +591,7 @@ def test_mirrored_strategy_on_two_cpus_gets_per_replica_batches(mirrored_result)
     assert sorted(flat) == list(range(24))
 
 
+@pytest.mark.slow
 def test_seeded_shuffle_is_identical_across_processes(mirrored_result):
     path, out = mirrored_result
     ds = pipeline.make_plain_batches(

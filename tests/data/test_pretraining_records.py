@@ -183,6 +183,7 @@ def test_write_validates_and_is_atomic(tmp_path):
     assert pipeline.list_files(gz) == [gz]
 
 
+@pytest.mark.slow
 def test_records_feed_bert_pretrainer(record_files):
     from keras_bert_zoo.models import BertEncoder, BertPretrainer
     from keras_bert_zoo.models.pretrainer import pretraining_losses

@@ -40,6 +40,7 @@ def test_the_data_directory_holds_the_goldens_and_nothing_else():
     )
 
 
+@pytest.mark.slow  # the goldens computed once: ~25 s
 @pytest.mark.parametrize("name", GOLDEN_FILES)
 def test_bert_matches_its_golden(name, computed):
     path = goldens.golden_path(name)

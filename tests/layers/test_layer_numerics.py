@@ -156,6 +156,7 @@ def test_self_attention_matches_numpy(ref, randomize, mask_rank, training):
     assert _max_diff(out, expected) < TOL
 
 
+@pytest.mark.slow
 def test_self_attention_inference_applies_lora_and_keeps_quantized_layers(ref, randomize):
     layer = BertSelfAttention(num_heads=HEADS, head_size=HIDDEN // HEADS)
     x, mask = _hidden(), _mask()

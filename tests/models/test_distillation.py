@@ -234,6 +234,7 @@ def test_full_student_with_soft_loss_at_t1_starts_with_zero_loss_and_gradient(bu
     assert not teacher_ids & {id(v) for v in distiller.weights}
 
 
+@pytest.mark.slow
 def test_distiller_projects_a_narrower_student_and_learns_the_teacher():
     """A student of another width, hidden states through the projection, fits the
     teacher's outputs on a fixed batch (the loss falls by half)."""

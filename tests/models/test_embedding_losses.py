@@ -363,6 +363,7 @@ def test_cached_compiles_with_xla():
 # === The global batch across replicas ===
 
 
+@pytest.mark.slow
 def test_in_batch_negatives_span_replicas_under_mirrored():
     """Two logical CPU devices (a fresh process: devices are fixed when TensorFlow
     starts), a global batch of 8, 4 a replica: the replicas' summed loss and gradients

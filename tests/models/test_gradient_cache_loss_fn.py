@@ -71,6 +71,7 @@ def _expected_loss(case, vectors, scores):
     return np_mnrl(vectors) + np_mnrl(vectors[..., :8])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "case, jit_compile",
     # Every loss in a graph; under XLA (the whole step compiled, the chunks' loops with
@@ -97,6 +98,7 @@ def test_cached_steps_equal_the_uncached_steps(case, jit_compile):
     assert_same_update(results["cached"][1], results["uncached"][1], start)
 
 
+@pytest.mark.slow
 def test_the_tape_records_no_chunk_forward_pass():
     """The step's graph holds two loops over the chunks (step 1's forward pass, step 3's
     backpropagation) and no third: the tape does not differentiate through step 1."""
@@ -114,6 +116,7 @@ def test_the_tape_records_no_chunk_forward_pass():
     assert len(loops) == 2, [op.name for op in loops]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss_scaled", [False, True], ids=["sgd", "loss_scale"])
 def test_dropout_is_replayed_and_the_loss_scale_passes_through(loss_scaled):
     """Dropout on: a cached step (chunks of 4) equals the uncached step over the same

@@ -123,6 +123,7 @@ def test_layer_norm_handles_large_activations(policy):
     assert float(np.max(np.abs(out - want))) < 0.1
 
 
+@pytest.mark.slow
 def test_mixed_float16_training_step_with_loss_scale_optimizer(small_kwargs, inputs_factory):
     model = BertClassifier(
         BertEncoder(**{**small_kwargs, "num_layers": 1}, dtype="mixed_float16"),
@@ -149,6 +150,7 @@ def test_mixed_float16_training_step_with_loss_scale_optimizer(small_kwargs, inp
     assert float(model.optimizer.dynamic_scale.numpy()) > 1.0
 
 
+@pytest.mark.slow
 def test_mixed_bfloat16_training_step(small_kwargs, inputs_factory):
     model = BertPretrainer(BertEncoder(**{**small_kwargs, "num_layers": 1}, dtype="mixed_bfloat16"))
     model.compile(optimizer=keras.optimizers.SGD(0.01))
@@ -163,6 +165,7 @@ def test_mixed_bfloat16_training_step(small_kwargs, inputs_factory):
     assert all(np.isfinite(history.history["loss"]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_policy_survives_save_and_config(policy, tmp_path, small_kwargs, inputs_factory):
     model = BertClassifier(BertEncoder(**small_kwargs, dtype=policy), num_classes=2)

@@ -73,6 +73,7 @@ def _assert_same(a, b, atol=1e-6):
         np.testing.assert_allclose(x, y, atol=atol, rtol=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_save_and_load_keras_file(name, tmp_path, small_kwargs, inputs_factory, randomize):
     model = MODELS[name](small_kwargs)

@@ -51,6 +51,7 @@ def _token5_data(inputs_factory, n=64, seq_len=8, seed=0):
     return x, y
 
 
+@pytest.mark.slow
 def test_classifier_learns_toy_task(small_kwargs, inputs_factory):
     keras.utils.set_random_seed(0)
     x, y = _token5_data(inputs_factory)
@@ -69,6 +70,7 @@ def test_classifier_learns_toy_task(small_kwargs, inputs_factory):
     assert np.mean(np.argmax(logits, -1) == y) == pytest.approx(after["accuracy"])
 
 
+@pytest.mark.slow
 def test_regressor_fit_evaluate_predict(small_kwargs, inputs_factory):
     model = BertClassifier(_small_encoder(small_kwargs), num_classes=1)
     model.compile(optimizer=_sgd(), loss="mse", metrics=["mae"])
@@ -81,6 +83,7 @@ def test_regressor_fit_evaluate_predict(small_kwargs, inputs_factory):
     assert model.predict(x, verbose=0).shape == (8, 1)
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:Gradients do not exist:UserWarning")  # unused pooler
 def test_span_labeler_fit_evaluate_predict(small_kwargs, inputs_factory):
     model = BertSpanLabeler(_small_encoder(small_kwargs))
@@ -94,6 +97,7 @@ def test_span_labeler_fit_evaluate_predict(small_kwargs, inputs_factory):
     assert out["start_logits"].shape == out["end_logits"].shape == (4, 9)
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:Gradients do not exist:UserWarning")  # unused pooler
 def test_token_classifier_fit_with_padding_weights(small_kwargs, inputs_factory):
     model = BertTokenClassifier(_small_encoder(small_kwargs), num_classes=5)
@@ -108,6 +112,7 @@ def test_token_classifier_fit_with_padding_weights(small_kwargs, inputs_factory)
     assert model.predict(x, verbose=0).shape == (4, 7, 5)
 
 
+@pytest.mark.slow
 def test_multiple_choice_fit_evaluate_predict(small_kwargs, inputs_factory):
     model = BertMultipleChoice(_small_encoder(small_kwargs), num_choices=3)
     model.compile(optimizer=_sgd(), loss=SCCE, metrics=["accuracy"])
@@ -135,6 +140,7 @@ def test_multiple_choice_scores_each_choice_independently(small_kwargs, inputs_f
     np.testing.assert_allclose(logits, scores, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_encoder_compiles_and_fits_on_pooled_output(small_kwargs, inputs_factory):
     encoder = _small_encoder(small_kwargs)
     encoder.compile(optimizer=_sgd(), loss={"pooled_output": "mse"})
@@ -161,6 +167,7 @@ def _pretraining_batch(inputs_factory, vocab):
     return x, y
 
 
+@pytest.mark.slow
 def test_pretrainer_trains_on_original_objective(ref, small_kwargs, inputs_factory):
     model = BertPretrainer(_small_encoder(small_kwargs))
     model.compile(optimizer=keras.optimizers.Adam(3e-3))
@@ -221,6 +228,7 @@ def test_pretrainer_with_explicit_loss_uses_it(small_kwargs, inputs_factory):
 # --- XLA --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_classifier_xla_fit_matches_eager(small_kwargs, inputs_factory):
     x, y = _token5_data(inputs_factory, n=16)
     models = {}

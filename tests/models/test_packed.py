@@ -193,6 +193,7 @@ def compiled(model, loss=None, steps=6):
     return model
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("task", "options", "packed_options"),
     [

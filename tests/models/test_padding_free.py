@@ -73,6 +73,7 @@ def test_matches_padded_encoder(
     assert max_diff(fast(y)["pooled_output"][2], out["pooled_output"][2]) > 1e-3
 
 
+@pytest.mark.slow
 def test_batches_of_other_shapes_and_counts_reuse_the_wrapper(
     encoder_factory, max_diff, small_kwargs, inputs_factory
 ):
@@ -86,6 +87,7 @@ def test_batches_of_other_shapes_and_counts_reuse_the_wrapper(
         assert max_diff(got, want) < TOL
 
 
+@pytest.mark.slow
 def test_predict_batches_numpy_inputs(encoder_factory, max_diff, small_kwargs, inputs_factory):
     encoder = encoder_factory("gelu", seed=4)
     x = inputs_factory(batch=5, seq_len=8, lengths=[8, 7, 3, 2, 5], seed=4)
@@ -98,6 +100,7 @@ def test_predict_batches_numpy_inputs(encoder_factory, max_diff, small_kwargs, i
     assert max_diff(predicted["encoder_outputs"][0], whole["encoder_outputs"][0]) < TOL
 
 
+@pytest.mark.slow
 def test_keras_file_and_export_archive_round_trip(
     encoder_factory, max_diff, inputs_factory, tmp_path
 ):
@@ -141,6 +144,7 @@ def test_empty_batch(encoder_factory, small_kwargs, inputs_factory):
     assert out["pooled_output"].shape == (0, small_kwargs["hidden_size"])
 
 
+@pytest.mark.slow
 def test_mixed_bfloat16_error_is_that_of_the_padded_encoder(
     encoder_factory, max_diff, small_kwargs, inputs_factory
 ):

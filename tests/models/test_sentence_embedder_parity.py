@@ -67,6 +67,7 @@ def test_minilm_settings_come_from_its_files(minilm_dir):
     assert read_sentence_transformers_settings("all-MiniLM-L6-v2") == settings
 
 
+@pytest.mark.slow
 def test_minilm_equals_sentence_transformers(minilm_dir, minilm_embedder, reviews, monkeypatch):
     # The installed directory only: nothing downloaded (read when huggingface_hub is
     # first imported; the directory is local either way).
@@ -90,6 +91,7 @@ def test_minilm_equals_sentence_transformers(minilm_dir, minilm_embedder, review
     np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_minilm_group_model_embeds_each_text_as_the_embedder(minilm_embedder, reviews):
     """The training model on the same encoder gives the same vectors, text by text, in
     [batch, texts, seq_len] rows (here review i with review 20 + i)."""

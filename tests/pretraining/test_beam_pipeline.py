@@ -110,6 +110,7 @@ def assert_same_run(beam, local):
     assert beam.lines()[1:5] == local.lines()[1:5]
 
 
+@pytest.mark.slow
 def test_local_reference_covers_three_files_and_many_chunks(local_run, inputs):
     """What the comparisons below rest on: chunks from each of the three files, several
     from two of them, records in every shard."""
@@ -122,6 +123,7 @@ def test_local_reference_covers_three_files_and_many_chunks(local_run, inputs):
     assert os.path.basename(local_run.statistics_file) == "train.stats.json"
 
 
+@pytest.mark.slow
 def test_statistics_file_holds_what_the_records_hold(local_run):
     """The statistics file both engines write, against the records read back."""
     import numpy as np
@@ -167,6 +169,7 @@ def prism_calls(monkeypatch):
     return calls
 
 
+@pytest.mark.slow
 def test_two_worker_processes_write_the_local_bytes(
     local_run, inputs, tmp_path, monkeypatch, prism_calls
 ):
@@ -269,6 +272,7 @@ def test_bad_input_fails_before_the_pipeline_and_writes_nothing(
     assert sorted(os.listdir(out)) == before
 
 
+@pytest.mark.slow
 def test_a_failure_mid_run_leaves_nothing(input_root, tmp_path, monkeypatch):
     processed = []
     process = creator.ChunkProcessor.__call__
@@ -311,6 +315,7 @@ def run_tool(tool, *arguments):
         sys.argv = saved
 
 
+@pytest.mark.slow
 def test_tool_on_the_direct_runner_in_this_process_writes_the_local_bytes(
     tool, local_run, inputs, tmp_path, capsys, prism_calls
 ):
@@ -465,6 +470,7 @@ def test_a_file_cut_mid_block_is_one_line_and_beam_logs_nothing(
     assert not out.exists() or os.listdir(out) == []
 
 
+@pytest.mark.slow
 def test_runner_direct_runs_in_this_process_and_leaves_nothing(
     tool, tmp_path, monkeypatch, capsys, prism_calls
 ):
@@ -497,6 +503,7 @@ def _synthetic_vocab(root):
     return str(path)
 
 
+@pytest.mark.slow
 def test_an_existing_output_is_one_line_in_a_new_process(tmp_path, inputs):
     """The tool as a user runs it: Beam's import logged two lines first (apitools,
     BigQuery) and the checks an `Input ...` line per file before the refusal."""

@@ -167,6 +167,7 @@ def test_agrees_with_the_port_on_the_same_input(created, corpus_file, vocab_file
     )
 
 
+@pytest.mark.slow
 def test_same_seed_same_files_any_worker_count(created, corpus_file, vocab_file, tmp_path):
     summary, _ = created
     again = creator.create_pretraining_data(
@@ -183,6 +184,7 @@ def test_same_seed_same_files_any_worker_count(created, corpus_file, vocab_file,
     assert b"".join(file_bytes(other.output_files)) != b"".join(file_bytes(summary.output_files))
 
 
+@pytest.mark.slow
 def test_whole_word_masking_masks_every_piece(corpus_file, vocab_file, tmp_path):
     summary = creator.create_pretraining_data(
         corpus_file,
@@ -304,6 +306,7 @@ def test_crash_mid_run_leaves_no_shard(corpus_file, vocab_file, tmp_path, monkey
     assert os.listdir(out) == []  # no shard, no temporary file
 
 
+@pytest.mark.slow
 def test_gensim_wikipedia_dump(wiki_path, tmp_path):
     """The real .xml.bz2, with a vocabulary learned from its own text."""
     from keras_bert_zoo.text import build_vocab, write_vocab
@@ -370,6 +373,7 @@ def run_tool(tool, *arguments):
     tool.main(["create_pretraining_data"])
 
 
+@pytest.mark.slow
 def test_tool_runs_and_reports_bad_input(tool, corpus_file, vocab_file, tmp_path, capsys):
     run_tool(
         tool,

@@ -53,6 +53,7 @@ def check_algorithm(features, whole_word=False):
     return ids
 
 
+@pytest.mark.slow
 def test_batches_match_static_records(corpus_file, vocab_file, tmp_path):
     ds = dataset(corpus_file, vocab_file)
     path = str(tmp_path / "r.tfrecord")
@@ -98,6 +99,7 @@ def test_algorithm_checks_and_nsp_balance(corpus_file, vocab_file):
     assert abs(np.mean(masked[real] == MASK) - 0.8) < 0.03
 
 
+@pytest.mark.slow
 def test_whole_word_masking(corpus_file, vocab_file):
     features = take(dataset(corpus_file, vocab_file, do_whole_word_mask=True), 20)
     ids = check_algorithm(features, whole_word=True)
@@ -113,6 +115,7 @@ def test_whole_word_masking(corpus_file, vocab_file):
                 end += 1
 
 
+@pytest.mark.slow
 def test_seeded_and_new_masks_every_epoch(corpus_file, vocab_file):
     # A finite dataset iterated twice (Keras fit re-iterates each epoch): new pairs and
     # masks the second time; a new dataset with the same seed repeats the sequence.
@@ -127,6 +130,7 @@ def test_seeded_and_new_masks_every_epoch(corpus_file, vocab_file):
     assert not np.array_equal(epoch_1["input_word_ids"], other["input_word_ids"])
 
 
+@pytest.mark.slow
 def test_sharding_by_files_and_by_blocks(tmp_path, vocab_file):
     # File a uses only the first half of the syllables' documents, file b the rest.
     documents = synthetic_documents(60, seed=2)
@@ -248,6 +252,7 @@ def pretrainer():
     return model
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["port_records", "dynamic_text", "remasked_port_records"])
 def test_bert_pretrainer_trains_on_every_source(
     source, pretrainer, created_port_records, corpus_file, vocab_file

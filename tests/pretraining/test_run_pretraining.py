@@ -132,6 +132,7 @@ def phase1(data, tmp_path_factory):
 # === Training ===
 
 
+@pytest.mark.slow
 def test_loss_falls_and_everything_is_written(phase1):
     losses = phase1.training.losses
     assert len(losses) == PHASE1_STEPS and np.all(np.isfinite(losses))
@@ -160,6 +161,7 @@ def test_loss_falls_and_everything_is_written(phase1):
     assert re.search(r"masked_lm_accuracy 0\.\d{4}", printed), printed
 
 
+@pytest.mark.slow
 def test_eval_metrics_match_a_numpy_restatement(phase1, data):
     from keras_bert_zoo.data.pretraining import pretraining_dataset
 
@@ -206,6 +208,7 @@ def test_eval_metrics_match_a_numpy_restatement(phase1, data):
     )
 
 
+@pytest.mark.slow
 def test_resume_from_a_checkpoint_ends_as_the_uninterrupted_run(phase1, data, tmp_path):
     # phase1 as a run killed after its step-20 checkpoint: the newest checkpoint gone.
     output_dir = tmp_path / "resumed"
@@ -224,6 +227,7 @@ def test_resume_from_a_checkpoint_ends_as_the_uninterrupted_run(phase1, data, tm
     assert (output_dir / "export_huggingface" / "model.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_packed_sequences_follow_the_padded_run(data, tmp_path, packed_batch_keys):
     """`--packed_sequences` reaches the Trainer and trains BertPretrainer on packed
     batches with the padded run's losses and gradient norms, to float rounding.
@@ -258,6 +262,7 @@ def test_packed_sequences_follow_the_padded_run(data, tmp_path, packed_batch_key
     np.testing.assert_allclose(packed_run.gradient_norms, padded.gradient_norms, rtol=1e-3)
 
 
+@pytest.mark.slow
 def test_dynamic_text_and_remasked_records_train(data, tmp_path):
     for mode, input_file in (
         ("dynamic_text", data["corpus_file"]),
@@ -283,6 +288,7 @@ def test_dynamic_text_and_remasked_records_train(data, tmp_path):
 # === Phase 2: a longer position table ===
 
 
+@pytest.mark.slow
 def test_phase2_extends_the_position_table(phase1, data, tmp_path):
     result = run_pretraining(
         _config(
@@ -336,6 +342,7 @@ def _sample_inputs():
     }
 
 
+@pytest.mark.slow
 def test_exports_load_in_from_pretrained_and_transformers(phase1):
     import torch
     import transformers
@@ -374,6 +381,7 @@ def test_exports_load_in_from_pretrained_and_transformers(phase1):
 # === --mode=eval and --mode=export: the model of a finished run ===
 
 
+@pytest.mark.slow
 def test_eval_mode_scores_the_newest_checkpoint_as_training_did(phase1, data, tmp_path):
     # The run directory itself: its eval_results.json gains one entry, nothing is redone.
     output_dir = tmp_path / "run"
@@ -472,6 +480,7 @@ def test_missing_and_empty_inputs_are_named(data, tmp_path):
     assert not os.path.exists(tmp_path / "a") and not os.path.exists(tmp_path / "e")
 
 
+@pytest.mark.slow
 def test_corrupt_record_is_named(data, tmp_path):
     source = sorted(inspect_records(data["train"]).files)[0]
     damaged = tmp_path / "damaged.tfrecord"

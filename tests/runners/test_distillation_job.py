@@ -95,6 +95,7 @@ def reviews_teacher(tmp_path_factory):
     return tmp_path, data_dir, transfer
 
 
+@pytest.mark.slow
 def test_student_run_is_a_finetuning_run_with_the_teachers_metrics_beside(
     reviews_teacher, tmp_path
 ):
@@ -146,6 +147,7 @@ def test_student_run_is_a_finetuning_run_with_the_teachers_metrics_beside(
     assert "teacher (" in summary and "finetuned" in summary
 
 
+@pytest.mark.slow
 def test_transfer_rows_carry_no_label_weight(reviews_teacher, tmp_path):
     root, data_dir, transfer = reviews_teacher
     job = distillation.DistillationJob(
@@ -168,6 +170,7 @@ def test_transfer_rows_carry_no_label_weight(reviews_teacher, tmp_path):
     np.testing.assert_array_equal(transferred, np.asarray(expected["input_word_ids"]))
 
 
+@pytest.mark.slow
 def test_resuming_a_different_distillation_is_refused(reviews_teacher, live_student):
     settings, output_dir, _ = live_student
     with pytest.raises(ValueError, match=r"run_settings\.json: .*temperature 2\.0 -> 4\.0"):
@@ -235,6 +238,7 @@ def test_a_transfer_file_in_the_wrong_format_is_named_with_its_line(reviews_teac
         )
 
 
+@pytest.mark.slow
 def test_a_preset_student_of_another_width(reviews_teacher, tmp_path):
     """`--student=<preset>`: the preset's architecture on the teacher's vocabulary, hidden
     states learned through the projection."""
@@ -302,6 +306,7 @@ def _swag(tmp_path):
     return data_dir, choice_tests.VOCAB, transfer, dict(task="swag", max_seq_length=24)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", [_squad, _conll, _swag], ids=["squad", "conll", "swag"])
 def test_every_family_distils_into_a_directory_the_finetuning_job_evaluates(family, tmp_path):
     data_dir, vocabulary, transfer_lines, settings = family(tmp_path)
@@ -399,6 +404,7 @@ def live_student(reviews_teacher, tmp_path_factory):
     return settings, output_dir, result
 
 
+@pytest.mark.slow
 def test_cached_teacher_outputs_train_as_the_teacher_in_the_step(live_student, tmp_path):
     """`--cache_teacher_outputs`: the cache holds the teacher's outputs of every training
     feature in order (the teacher run here on the same texts), the student trains as with
@@ -448,6 +454,7 @@ WORKER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_two_workers_distil_from_cached_outputs(reviews_teacher, tmp_path):
     """`--cache_teacher_outputs` under `multi_worker_mirrored` (two processes on
     127.0.0.1): the chief writes the cache in the run directory, the other worker its own

@@ -123,6 +123,7 @@ def _group_inputs(tokenizer, texts, width):
     }
 
 
+@pytest.mark.slow
 def test_vectors_loss_is_the_mse_of_the_projected_students_vectors(teacher):
     finetuned = tasks.load_finetuned(str(pathlib.Path(teacher["teacher"]) / "finetuned"))
     student = BertTextGroupEmbedder(
@@ -153,6 +154,7 @@ def test_vectors_loss_is_the_mse_of_the_projected_students_vectors(teacher):
     assert float(vectors_loss(a, b)) == pytest.approx(np.mean((b - a) ** 2), rel=1e-6)
 
 
+@pytest.mark.slow
 def test_cached_teacher_vectors_give_the_live_teachers_loss(teacher):
     finetuned = tasks.load_finetuned(str(pathlib.Path(teacher["teacher"]) / "finetuned"))
     student = BertTextGroupEmbedder(
@@ -171,6 +173,7 @@ def test_cached_teacher_vectors_give_the_live_teachers_loss(teacher):
 # === Runs ===
 
 
+@pytest.mark.slow
 def test_students_vectors_move_toward_the_teachers(teacher, tmp_path):
     """A 1-block student of the teacher's width from another random BERT, trained on
     the transfer texts alone: its vectors of held-out texts come closer to the
@@ -209,6 +212,7 @@ def test_students_vectors_move_toward_the_teachers(teacher, tmp_path):
     assert "fraction of the teacher's spearman: sts_dev" in distillation.summary(result)
 
 
+@pytest.mark.slow
 def test_a_narrower_student_learns_through_the_projection_and_serves_its_own_width(
     teacher, tmp_path
 ):
@@ -236,6 +240,7 @@ def test_a_narrower_student_learns_through_the_projection_and_serves_its_own_wid
     assert not any("vector_projection" in name for name in names)
 
 
+@pytest.mark.slow
 def test_transfer_texts_are_grouped_to_the_training_width_with_weight_0(teacher, tmp_path):
     job = distillation.DistillationJob(
         _config(
@@ -256,6 +261,7 @@ def test_transfer_texts_are_grouped_to_the_training_width_with_weight_0(teacher,
     assert {row["input_word_ids"].shape for row in rows} == {(3, SEQUENCE_LENGTH)}
 
 
+@pytest.mark.slow
 def test_cached_teacher_vectors_train_as_the_teacher_in_the_step(teacher, tmp_path):
     """`--cache_teacher_outputs`: the cache holds the teacher's vectors of every
     transfer text (the teacher run here), and the losses are the live run's."""
@@ -350,6 +356,7 @@ def classifier(teacher, tmp_path_factory):
     return root / "classifier", labels
 
 
+@pytest.mark.slow
 def test_a_teacher_that_is_no_embedding_model_is_refused(teacher, classifier, tmp_path):
     """A fine-tuned classifier as the teacher of a sentence_embedding student, and a
     plain BERT checkpoint as a classification teacher: one line each."""
@@ -382,6 +389,7 @@ def test_a_teacher_that_is_no_embedding_model_is_refused(teacher, classifier, tm
 # === A sentence-transformers checkpoint as the teacher ===
 
 
+@pytest.mark.slow
 def test_the_installed_minilm_teaches_with_sentence_transformers_vectors(tmp_path):
     """`--teacher=all-MiniLM-L6-v2 --task=sentence_embedding`: the checkpoint's pooling,
     normalization and length are the teacher's, so the cached soft targets of 40 news
@@ -448,6 +456,7 @@ def _run_tool(args):
     return completed.returncode, completed.stdout, completed.stderr
 
 
+@pytest.mark.slow
 def test_the_tool_distils_an_embedding_teacher_and_refuses_a_classifier_in_one_line(
     teacher, classifier, tmp_path, load_tool, monkeypatch
 ):

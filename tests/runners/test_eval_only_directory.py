@@ -67,6 +67,7 @@ def _listing(directory: pathlib.Path) -> dict[str, int]:
     }
 
 
+@pytest.mark.slow
 def test_the_eval_run_records_what_it_evaluated(evaluated):
     root, _, _ = evaluated
     recorded = json.loads((root / "eval_dir" / "run_settings.json").read_text())["settings"]
@@ -75,6 +76,7 @@ def test_the_eval_run_records_what_it_evaluated(evaluated):
     assert recorded["train_file"] == "train.tsv"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "overrides, named",
     [

@@ -88,6 +88,7 @@ def _confusion_events(config):
     return counts
 
 
+@pytest.mark.slow
 def test_an_eval_file_is_named_by_its_stem_and_kept_apart_from_dev(run):
     config, trained = run
     predictions = pathlib.Path(config.output_dir) / "predictions"
@@ -115,6 +116,7 @@ def test_an_eval_file_is_named_by_its_stem_and_kept_apart_from_dev(run):
     assert "test" in "/".join(new), confusion_after
 
 
+@pytest.mark.slow
 def test_eval_split_names_the_evaluation(run):
     config, _ = run
     evaluated = _inference(config, "eval", eval_file="test.tsv")
@@ -124,6 +126,7 @@ def test_eval_split_names_the_evaluation(run):
     assert (pathlib.Path(config.output_dir) / "predictions/predictions_final_test.jsonl").is_file()
 
 
+@pytest.mark.slow
 def test_predict_on_a_labelled_file_prints_and_writes_its_metrics(run):
     config, _ = run
     result = finetuning.run_finetuning(_inference(config, "predict", predict_file="test.tsv"))

@@ -111,6 +111,7 @@ def test_eval_results_json_writes_nan_as_null(tmp_path):
 # === SQuAD ===
 
 
+@pytest.mark.slow
 def test_squad_train_and_eval_then_predict_from_the_saved_model(tmp_path):
     rng = random.Random(0)
     data_dir = tmp_path / "squad"
@@ -169,6 +170,7 @@ def test_squad_train_and_eval_then_predict_from_the_saved_model(tmp_path):
 # === CoNLL-2003 NER ===
 
 
+@pytest.mark.slow
 def test_conll2003_runner_scores_with_seqeval_and_predicts_from_the_hf_export(tmp_path):
     from seqeval.metrics import f1_score
 
@@ -240,6 +242,7 @@ def test_conll2003_runner_scores_with_seqeval_and_predicts_from_the_hf_export(tm
 # === SWAG ===
 
 
+@pytest.mark.slow
 def test_swag_runner_accuracy_matches_sklearn_and_predicts_from_the_google_export(tmp_path):
     data_dir = tmp_path / "swag"
     data_dir.mkdir()
@@ -303,6 +306,7 @@ def minilm_vocab_checkpoint(tmp_path_factory):
     )
 
 
+@pytest.mark.slow
 def test_main_job_path_on_pang_lee_and_transformers_reads_the_export(
     minilm_vocab_checkpoint, tmp_path
 ):

@@ -172,6 +172,7 @@ def multi_worker_run(data):
     return output_dir, outputs
 
 
+@pytest.mark.slow
 def test_multi_worker_train_and_eval_evaluates_as_one_device(data, multi_worker_run, tmp_path):
     _, data_dir, _ = data
     output_dir, outputs = multi_worker_run
@@ -206,6 +207,7 @@ def test_multi_worker_train_and_eval_evaluates_as_one_device(data, multi_worker_
     assert len(lines) == 10
 
 
+@pytest.mark.slow
 def test_multi_worker_predict_matches_one_device(data, multi_worker_run, tmp_path):
     # `--mode=eval` on a loaded model is the evaluation above plus the loading here.
     _, data_dir, _ = data
@@ -255,6 +257,7 @@ MIRRORED_CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_mirrored_over_two_devices_matches_one_device(data, multi_worker_run, tmp_path):
     _, data_dir, _ = data
     trained_dir, _ = multi_worker_run

@@ -51,6 +51,7 @@ def no_dropout_checkpoint(tmp_path_factory):
     )
 
 
+@pytest.mark.slow
 def test_packed_run_follows_the_padded_loss_trajectory(
     no_dropout_checkpoint, tmp_path, packed_batch_keys
 ):

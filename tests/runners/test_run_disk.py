@@ -80,6 +80,7 @@ def _linked_copy(run_dir, copy_dir):
     return copy_dir
 
 
+@pytest.mark.slow
 def test_a_run_writes_no_checkpoint_layout_unless_asked(stored_run):
     run_dir, result = stored_run
     assert set(result.exports) == {"keras"}
@@ -87,6 +88,7 @@ def test_a_run_writes_no_checkpoint_layout_unless_asked(stored_run):
     assert not (run_dir / "export_huggingface").exists()
 
 
+@pytest.mark.slow
 def test_final_model_that_is_the_best_is_stored_once(stored_run, tmp_path):
     # One evaluation, at the end: best/ and finetuned/ are the same model.
     run_dir, result = stored_run
@@ -119,6 +121,7 @@ def test_final_model_that_is_the_best_is_stored_once(stored_run, tmp_path):
     assert (best / "model.keras").read_bytes() == best_bytes
 
 
+@pytest.mark.slow
 def test_finetuned_links_best_only_when_it_is_the_same_model(checkpoint, tmp_path):
     # Evaluations at steps 3 and 6: the final model is the best one or not.
     run_dir = tmp_path / "run"
@@ -180,6 +183,7 @@ def test_no_link_possible_keeps_the_copy(stored_run, tmp_path, monkeypatch):
     assert not [p for p in copy_dir.iterdir() if p.name.startswith(".")]
 
 
+@pytest.mark.slow
 def test_main_job_in_a_temporary_directory_leaves_what_it_prints(checkpoint, tmp_path, monkeypatch):
     import io
 

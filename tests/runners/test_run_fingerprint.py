@@ -275,6 +275,7 @@ def test_every_task_option_is_classified():
     assert set(recorded) == set(learned)
 
 
+@pytest.mark.slow
 def test_a_recorded_run_holds_its_settings_and_the_data_digest(finetuning_run):
     saved = fingerprint.read_run_settings(str(finetuning_run["root"] / "finetuning_run"))
     assert saved["learning_rate"] == 5e-3 and saved["train_file"] == "train.tsv"

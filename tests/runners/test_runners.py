@@ -159,6 +159,7 @@ def pretrained_run(files):
     return runner, runner.run()
 
 
+@pytest.mark.slow
 def test_both_jobs_run_through_the_same_parts_of_one_skeleton(finetuned_run, pretrained_run):
     finetuning_calls = finetuned_run[0].calls
     pretraining_calls = pretrained_run[0].calls
@@ -177,6 +178,7 @@ def _encoder_weights(model):
     return [np.asarray(v.numpy()) for v in model.encoder.weights if "seed" not in v.path]
 
 
+@pytest.mark.slow
 def test_every_kind_of_init_checkpoint_resolves_for_both_jobs(files, finetuned_run, pretrained_run):
     fine_tuning_dir = finetuned_run[0].job.output_dir
     pretraining_dir = pretrained_run[0].job.output_dir
@@ -311,6 +313,7 @@ def test_eval_predict_and_export_go_through_the_skeleton(files, finetuned_run, t
         assert os.path.isfile(os.path.join(result.exports["huggingface"], "config.json"))
 
 
+@pytest.mark.slow
 def test_an_eval_run_names_its_own_models_as_the_run_directory_does(files, finetuned_run, tmp_path):
     """`eval_results.json`'s `model` is `finetuned` or `best` for this run's own model,
     wherever the run lives; only a model from elsewhere is named by its path."""
@@ -347,10 +350,12 @@ def _tensorboard_scalars(directory):
 
     events = EventAccumulator(directory)
     events.Reload()
+    # In step order, as TensorBoard draws them: each evaluation writes its own event
+    # file, read in file-name order, where "...16277.10.v2" comes before "...16277.9.v2".
     return {
-        tag: [
+        tag: sorted(
             (e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in events.Tensors(tag)
-        ]
+        )
         for tag in events.PluginTagToContent("scalars")
     }
 
@@ -382,11 +387,11 @@ def _tensorboard_texts(directory):
 
     events = EventAccumulator(directory)
     events.Reload()
-    return {
-        tag: [
+    return {  # in step order (see _tensorboard_scalars)
+        tag: sorted(
             (e.step, tensor_util.make_ndarray(e.tensor_proto).item().decode())
             for e in events.Tensors(tag)
-        ]
+        )
         for tag in events.PluginTagToContent("text")
     }
 
@@ -457,6 +462,7 @@ def test_dev_loss_per_class_scores_and_pr_curves_for_tensorboard(finetuned_run):
     assert data[metadata.TRUE_POSITIVES_INDEX, 0] == gold.count("pos")
 
 
+@pytest.mark.slow
 def test_a_file_to_predict_is_predicted_after_training(files, tmp_path):
     """Issue 47, point 10: `--predict_file` in train_and_eval (it was ignored)."""
     options = {"train_file": "train.tsv", "eval_file": "dev.tsv", "predict_file": "dev.tsv"}

@@ -36,6 +36,7 @@ def _review_sentences(count):
     return [line.split(" ", 1)[1].strip() for line in lines if line.strip()][:count]
 
 
+@pytest.mark.slow
 def test_minilm_equals_sentence_transformers(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     from sentence_transformers import SentenceTransformer
@@ -60,6 +61,7 @@ def checkpoint(tmp_path_factory):
     return search_helpers.write_checkpoint(tmp_path_factory.mktemp("search") / "tiny")
 
 
+@pytest.mark.slow
 def test_checkpoint_directory_embeds_as_the_numpy_restatement(checkpoint):
     path, encoder = checkpoint
     embedder = embedders.open_embedder(path, batch_size=4, max_seq_length=16)
@@ -73,6 +75,7 @@ def test_checkpoint_directory_embeds_as_the_numpy_restatement(checkpoint):
     assert np.abs(prompted - got[:3]).max() > 1e-3  # the prompt reached the model
 
 
+@pytest.mark.slow
 def test_saved_model_export_embeds_and_records_its_prompts(checkpoint, tmp_path):
     path, encoder = checkpoint
     servable = SentenceEmbeddingServable(
@@ -96,6 +99,7 @@ def test_saved_model_export_embeds_and_records_its_prompts(checkpoint, tmp_path)
     np.testing.assert_allclose(got, want, atol=2e-5)
 
 
+@pytest.mark.slow
 def test_finetuned_directory_embeds_with_its_embedder_and_prompts(tmp_path):
     task = tasks.create_task(
         "sentence_embedding",

@@ -41,6 +41,7 @@ def _direct_probabilities(model, tokenizer, task, query, documents):
     return exponentials / exponentials.sum(axis=1, keepdims=True)
 
 
+@pytest.mark.slow
 def test_scores_are_the_models_probability_of_the_label(classifier):
     path, task, model, tokenizer = classifier
     reranker = CrossEncoderReranker(path, batch_size=4)
@@ -98,6 +99,7 @@ def test_answer_queries_reranks_the_head_only(classifier):
     assert [d["id"] for d in plain[0]["documents"]] == ["d5", "d4", "d3"]
 
 
+@pytest.mark.slow
 def test_several_queries_rerank_in_one_call_each_by_its_own_pairs(classifier):
     path, task, model, tokenizer = classifier
     reranker = CrossEncoderReranker(path, batch_size=4)
@@ -130,6 +132,7 @@ def test_several_queries_rerank_in_one_call_each_by_its_own_pairs(classifier):
         assert documents[3]["id"] == f"d{row[3]}" and "rerank_score" not in documents[3]
 
 
+@pytest.mark.slow
 def test_a_long_rescoring_logs_its_progress_and_keeps_the_scores(classifier, monkeypatch, caplog):
     from keras_bert_zoo.utils import progress
 

@@ -81,6 +81,7 @@ def _printed_ids(stdout):
     return answers
 
 
+@pytest.mark.slow
 def test_minilm_index_and_search(tmp_path, monkeypatch, run):
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(
@@ -157,6 +158,7 @@ TINY_DOCUMENTS = [
 ]
 
 
+@pytest.mark.slow
 def test_search_reranked_by_a_cross_encoder(tiny, run):
     root, checkpoint, _, (pair_dir, task, model, tokenizer) = tiny
     corpus = root / "docs.tsv"
@@ -203,6 +205,7 @@ def test_search_reranked_by_a_cross_encoder(tiny, run):
     assert want != plain[query]  # the re-ranker moved something: the check can fail
 
 
+@pytest.mark.slow
 def test_mine_hard_negatives_tool(tiny, run):
     root, checkpoint, encoder, _ = tiny
     anchors = ["the cat", "stock market", "the dog", "guitar music", "the river"]
@@ -258,6 +261,7 @@ def _one_line_error(result, tool, *fragments):
         assert fragment in last, last
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line_and_writes_nothing(tiny, run):
     """The first case in a fresh process, as a user runs the tool; the others in this
     process (the same `cli.run` wrapper prints the same line)."""

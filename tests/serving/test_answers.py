@@ -27,6 +27,7 @@ def _strings(values):
     return tf.constant([value.encode("utf-8") for value in values])
 
 
+@pytest.mark.slow
 def test_sentence_classification_answers_and_example_api(sentence_pair_export, loaded):
     export = sentence_pair_export
     task, saved = export.task, loaded(export)
@@ -79,6 +80,7 @@ def test_sentence_classification_answers_and_example_api(sentence_pair_export, l
     np.testing.assert_allclose(logits, export.model.predict(ids, verbose=0), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_regression_answers_and_example_api(regression_export, loaded):
     export = regression_export
     task, saved = export.task, loaded(export)
@@ -122,6 +124,7 @@ CONTEXTS = [
 QUESTIONS = ["Who gave their name to Normandy?", "When did the café open?", "Anything?", ""]
 
 
+@pytest.mark.slow
 def test_squad_answers_match_the_host_decoder(squad_export, loaded):
     export = squad_export
     task, saved = export.task, loaded(export)
@@ -189,6 +192,7 @@ def _masked_ids(tokenizer, text, sequence_length):
     return [tokenizer.cls_token_id, *ids, tokenizer.sep_token_id]
 
 
+@pytest.mark.slow
 def test_masked_lm_fill_ins_match_a_numpy_top_k(masked_lm_export, loaded):
     export = masked_lm_export
     tokenizer, saved, length = export.tokenizer, loaded(export), export.task.max_seq_length
@@ -271,6 +275,7 @@ SENTENCES = [
 ]
 
 
+@pytest.mark.slow
 def test_tagging_answers_match_postprocess(tagging_export, loaded):
     from keras_bert_zoo.tasks.tagging import TaggedSentence
 
@@ -302,6 +307,7 @@ def test_tagging_answers_match_postprocess(tagging_export, loaded):
     np.testing.assert_allclose(logits, export.model.predict(ids, verbose=0), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_multiple_choice_answers_match_postprocess(choice_export, loaded):
     from keras_bert_zoo.tasks.multiple_choice import MultipleChoiceExample
 

@@ -122,6 +122,7 @@ def _answer(loaded, signature, texts):
     return loaded.signatures[signature](sentence=tf.constant(texts))["embedding"].numpy()
 
 
+@pytest.mark.slow
 def test_the_export_answers_the_models_vectors(exported, loaded, embedder, tokenizer):
     assert set(exported.signatures) == {"serving_default", "serve_ids", "query", "document"}
     got = _answer(loaded, "serving_default", TEXTS)
@@ -136,6 +137,7 @@ def test_the_export_answers_the_models_vectors(exported, loaded, embedder, token
     }
 
 
+@pytest.mark.slow
 def test_serve_ids_answers_the_embedding_of_the_ids(loaded, embedder, tokenizer):
     inputs = BertPreprocessor(tokenizer, sequence_length=MAX_SEQ_LENGTH)(tf.constant(TEXTS))
     got = loaded.signatures["serve_ids"](**inputs)
@@ -145,6 +147,7 @@ def test_serve_ids_answers_the_embedding_of_the_ids(loaded, embedder, tokenizer)
     )
 
 
+@pytest.mark.slow
 def test_query_and_document_embed_the_prompted_text(loaded, embedder, tokenizer):
     for signature, prompt in (("query", QUERY_PROMPT), ("document", DOCUMENT_PROMPT)):
         prompted = [prompt + text for text in TEXTS]
@@ -155,6 +158,7 @@ def test_query_and_document_embed_the_prompted_text(loaded, embedder, tokenizer)
     assert np.abs(_answer(loaded, "query", TEXTS) - _answer(loaded, "document", TEXTS)).max() > 1e-3
 
 
+@pytest.mark.slow
 def test_a_bfloat16_export_keeps_the_prompted_signatures(
     export_base, servable, embedder, tokenizer, loaded
 ):
@@ -192,6 +196,7 @@ def truncated(export_base, servable, embedder, tokenizer):
     return exported, tf.saved_model.load(exported.path)
 
 
+@pytest.mark.slow
 def test_truncate_dim_cuts_and_renormalises(truncated, embedder, tokenizer):
     exported, loaded = truncated
     assert exported.description["truncate_dim"] == TRUNCATE_DIM
@@ -244,6 +249,7 @@ def test_truncate_dim_refusals_are_one_line(servable, embedder, tokenizer, tmp_p
 # === LiteRT and ONNX ===
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "format_, options",
     [("litert", {}), ("litert", {"raw_text": True}), ("onnx", {"truncate_dim": TRUNCATE_DIM})],
@@ -270,6 +276,7 @@ def _printed_cosines(printed: str, rows: int) -> np.ndarray:
     return np.array([[float(v) for v in line.split()[1:]] for line in lines[start : start + rows]])
 
 
+@pytest.mark.slow
 def test_run_tool_prints_norms_and_cosines(exported, run_tool, helpers, capsys):
     inputs = [f"--input=sentence={text}" for text in TEXTS[:4]]
     helpers.run_tool_main(run_tool, f"--saved_model={exported.path}", *inputs, "--output=json")
@@ -301,6 +308,7 @@ def plain_checkpoint(tmp_path_factory):
     return save_pretrained(encoder, str(root / "checkpoint"), vocab_file=str(vocab_file)), encoder
 
 
+@pytest.mark.slow
 def test_export_tool_exports_a_pretrained_embedding_model(
     plain_checkpoint, tmp_path, export_tool, helpers, capsys
 ):
@@ -326,6 +334,7 @@ def test_export_tool_exports_a_pretrained_embedding_model(
     np.testing.assert_allclose(_answer(loaded, "serving_default", TEXTS), want, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, message",
     [

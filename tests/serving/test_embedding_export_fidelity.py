@@ -67,6 +67,7 @@ def minilm_export(tmp_path_factory):
     )
 
 
+@pytest.mark.slow
 def test_minilm_export_in_a_fresh_process_equals_sentence_transformers(
     minilm_export, minilm_dir, monkeypatch
 ):

@@ -43,6 +43,7 @@ def _warmup_logs(path):
     return logs
 
 
+@pytest.mark.slow
 def test_layout_signatures_and_method_names(all_exports):
     expected_inputs = {
         "mnli": ["hypothesis", "premise"],
@@ -119,6 +120,7 @@ def test_layout_signatures_and_method_names(all_exports):
     assert description["task"]["state"]["label_names"] == description["label_names"]
 
 
+@pytest.mark.slow
 def test_warmup_records_are_prediction_logs_for_every_signature(all_exports):
     for export in all_exports:
         logs = _warmup_logs(export.path)
@@ -167,6 +169,7 @@ def test_core_exports_need_no_op_outside_core_tensorflow(all_exports):
         assert serving.ops.check_op_manifest(manifest) == []
 
 
+@pytest.mark.slow
 def test_every_family_exports_in_bfloat16_answering_as_float32(
     all_exports, loaded, tmp_path, helpers
 ):
@@ -297,6 +300,7 @@ def two_versions(tmp_path_factory, small_tokenizer, helpers):
     return task, model, base, first, versions_after_first, second
 
 
+@pytest.mark.slow
 def test_padding_free_export_answers_as_the_padded_one(
     two_versions, squad_export, small_tokenizer, tmp_path
 ):
@@ -335,6 +339,7 @@ def test_padding_free_export_answers_as_the_padded_one(
     assert not os.path.exists(os.path.join(str(tmp_path), "squad_padding_free", "1"))
 
 
+@pytest.mark.slow
 def test_op_manifest_lists_the_tensorflow_text_ops(tensorflow_text_export):
     import tensorflow_text
 
@@ -359,6 +364,7 @@ def test_op_manifest_lists_the_tensorflow_text_ops(tensorflow_text_export):
     assert serving.ops.check_op_manifest(manifest) == []
 
 
+@pytest.mark.slow
 def test_versions_increment_existing_ones_are_refused_overwrite_replaces(
     two_versions, tmp_path, small_tokenizer, helpers
 ):
@@ -447,6 +453,7 @@ _KILLED_EXPORT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_an_interrupted_export_leaves_no_version_tf_serving_would_load(tmp_path):
     """A SIGKILL midway (SavedModel written, warmup being written) leaves only a
     dot-named directory, which TF Serving's integer version scan skips."""

@@ -175,6 +175,7 @@ def _assert_close(expected, got, tolerance):
             assert cosines.min() >= bound, (key, cosines)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cell", GRID, ids=_cell_id)
 def test_each_cell_answers_as_the_float_model_or_is_refused_before_loading(
     cell, models, minilm_tokenizer, tmp_path

@@ -27,6 +27,7 @@ def _lines(caplog):
     return [record.getMessage() for record in caplog.records]
 
 
+@pytest.mark.slow
 def test_a_saved_model_export_logs_each_step_as_it_starts(tmp_path, finetuned_dir, caplog):
     with caplog.at_level(logging.INFO, logger="keras_bert_zoo"):
         exported = serving.export(finetuned_dir, str(tmp_path / "exports"))
@@ -43,6 +44,7 @@ def test_a_saved_model_export_logs_each_step_as_it_starts(tmp_path, finetuned_di
     assert None not in found and found == sorted(found), lines
 
 
+@pytest.mark.slow
 def test_an_onnx_export_logs_its_conversion_and_check(tmp_path, finetuned_dir, caplog):
     with caplog.at_level(logging.INFO, logger="keras_bert_zoo"):
         serving.export(finetuned_dir, str(tmp_path / "onnx"), format="onnx")

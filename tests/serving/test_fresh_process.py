@@ -19,6 +19,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
@@ -134,6 +135,7 @@ def _expected(export, log):
     return name, {"outputs": answers["score"]}
 
 
+@pytest.mark.slow
 def test_fresh_tensorflow_process_replays_warmup_with_the_manifest_libraries(
     all_exports, tensorflow_text_export
 ):

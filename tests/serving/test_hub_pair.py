@@ -36,6 +36,7 @@ def pair(tmp_path_factory, minilm_tokenizer, helpers):
 pair_dirs: list[str] = []
 
 
+@pytest.mark.slow
 def test_the_pair_holds_core_tensorflow_ops_only(pair):
     """The preprocessor tokenizes with core ops by default (`tokenizer_ops="core"`): no
     op of either SavedModel is outside `tf.raw_ops`, so neither needs tensorflow-text."""
@@ -47,6 +48,7 @@ def test_the_pair_holds_core_tensorflow_ops_only(pair):
     assert "UnicodeDecode" in ops.graph_op_names(pair_dirs[0])
 
 
+@pytest.mark.slow
 def test_preprocessor_tokenizes_and_packs_like_the_keras_layers(pair, minilm_tokenizer):
     _, preprocessor, _ = pair
     text = tf.constant(TEXTS)
@@ -82,6 +84,7 @@ def test_preprocessor_tokenizes_and_packs_like_the_keras_layers(pair, minilm_tok
     np.testing.assert_array_equal(packed["input_word_ids"], expected["input_word_ids"])
 
 
+@pytest.mark.slow
 def test_encoder_and_mlm_match_the_keras_model(pair, minilm_tokenizer):
     model, preprocessor, encoder = pair
     inputs = preprocessor(tf.constant(TEXTS))

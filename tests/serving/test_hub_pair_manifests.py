@@ -58,6 +58,7 @@ def _extra(directory, name):
         return json.load(f)
 
 
+@pytest.mark.slow
 def test_each_half_records_its_export_description_and_op_manifest(pair):
     output_dir, (preprocessor_dir, encoder_dir), config = pair
     assert serving.is_hub_pair(output_dir) and not serving.is_hub_pair(preprocessor_dir)
@@ -103,6 +104,7 @@ def test_each_half_records_its_export_description_and_op_manifest(pair):
         assert description["tensorflow_text_version"] is None
 
 
+@pytest.mark.slow
 def test_tensorflow_text_ops_and_bfloat16_are_recorded(tmp_path, tokenizer):
     encoder, _ = _bert_tiny(dtype="mixed_bfloat16")
     preprocessor_dir, encoder_dir = serving.export(

@@ -86,6 +86,7 @@ def masked_lm():
     return model, tokenizer, feed, masked, expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("export_format", ["litert", "onnx"])
 def test_int8_masked_lm_keeps_its_top_1_words(tmp_path, masked_lm, export_format):
     model, tokenizer, feed, masked, expected = masked_lm

@@ -38,6 +38,7 @@ def _export(minilm, tmp_path, format_):
     )
 
 
+@pytest.mark.slow
 def test_litert_dynamic_int8_on_real_minilm_keeps_the_answers(tmp_path, minilm):
     """The real MiniLM encoder, dynamic-range int8 LiteRT: a quarter of the float size,
     pooled and sequence outputs close to float, and the labels of a sentiment head on
@@ -51,6 +52,7 @@ def test_litert_dynamic_int8_on_real_minilm_keeps_the_answers(tmp_path, minilm):
     minilm.assert_int8_keeps_the_answers("LiteRT", exported.size_bytes, got)
 
 
+@pytest.mark.slow
 def test_onnx_dynamic_int8_on_real_minilm_keeps_the_answers(tmp_path, minilm):
     """The real MiniLM encoder, int8 ONNX: under a third of the float size, pooled and
     sequence outputs close to float, and the labels of a sentiment head on the real

@@ -65,6 +65,7 @@ def _interpreter(path):
         return tf.lite.Interpreter(model_path=path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ph.FAMILIES)
 def test_each_family_answers_as_the_keras_model(family, family_exports, tokenizer):
     task, model, exported = family_exports[family]
@@ -90,6 +91,7 @@ def test_each_family_answers_as_the_keras_model(family, family_exports, tokenize
     ph.assert_same_answers(ph.eager_answers(task, model, tokenizer, request), answers)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ph.FAMILIES)
 def test_no_flex_or_custom_op_in_the_ids_graph(family, family_exports):
     _, _, exported = family_exports[family]
@@ -169,6 +171,7 @@ def raw_text_pair(tmp_path_factory, helpers, tokenizer):
     return task, model, saved, tflite
 
 
+@pytest.mark.slow
 def test_raw_text_litert_answers_as_the_raw_text_saved_model(raw_text_pair, wiki_lines):
     task, _, saved, exported = raw_text_pair
     assert exported.sidecar["custom_ops"] == TF_TEXT_KERNELS

@@ -18,6 +18,7 @@ def _python_outputs(loaded, inputs):
     return {key: value.numpy() for key, value in outputs.items()}
 
 
+@pytest.mark.slow
 def test_cpp_loader_answers_raw_strings_like_python(
     all_exports, tensorflow_text_export, cpp_runner, loaded, helpers
 ):
@@ -39,6 +40,7 @@ def test_cpp_loader_answers_raw_strings_like_python(
                 np.testing.assert_array_equal(got, want, err_msg=f"{export.name} {key}")
 
 
+@pytest.mark.slow
 def test_without_the_op_libraries_the_loader_fails_as_tf_serving_does(
     tensorflow_text_export, cpp_runner
 ):
@@ -60,6 +62,7 @@ def test_cpp_loader_sees_the_signatures_and_method_names(sentence_pair_export, c
     assert "output classes string [-1,3]" in listing
 
 
+@pytest.mark.slow
 def test_cpp_loader_serves_the_real_minilm_like_hugging_face(tmp_path, cpp_runner):
     """The real pretrained all-MiniLM-L6-v2 exported as an encoder and run by the C++
     loader on raw text: its hidden states at the real tokens are Hugging Face torch's

@@ -58,6 +58,7 @@ def _run(session, ids):
     return dict(zip(names, session.run(names, ids), strict=True))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ph.FAMILIES)
 def test_each_family_answers_as_the_keras_model(family, family_exports, tokenizer):
     task, model, exported = family_exports[family]
@@ -74,6 +75,7 @@ def test_each_family_answers_as_the_keras_model(family, family_exports, tokenize
     ph.assert_same_answers(ph.eager_answers(task, model, tokenizer, request), answers)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["sentence_classification", "encoder"])
 def test_gelu_is_the_erf_form_and_every_op_standard(family, family_exports):
     _, _, exported = family_exports[family]

@@ -193,6 +193,7 @@ def test_a_format_registered_in_process_exports_through_the_tool(
     _assert_reference_of(model, tmp_path / "python")
 
 
+@pytest.mark.slow
 def test_a_plugin_format_is_found_through_its_entry_point(toy_module, finetuned_dir, tmp_path):
     """Another package's format, declared as an entry point: the tool, run as a user
     runs it, lists it and exports with it, and refuses the flags it does not take."""

@@ -4,6 +4,7 @@ the loaded SavedModels (what a server runs)."""
 import concurrent.futures
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 FUZZ_SEED = 20240611
@@ -47,6 +48,7 @@ def _check_answers(export, inputs, outputs):
         ).all()
 
 
+@pytest.mark.slow
 def test_hostile_texts_get_answers_from_every_export(all_exports, loaded, helpers):
     for export in all_exports:
         inputs = helpers.text_inputs(export.task.text_fields, helpers.HOSTILE_TEXTS)
@@ -92,6 +94,7 @@ def _fuzz_strings(rng, count):
     return strings
 
 
+@pytest.mark.slow
 def test_fuzz_ten_thousand_random_strings(sentence_pair_export, squad_export, loaded):
     """10,000 strings through the sentence-pair export (5,000 pairs, batches of 100),
     1,000 more through SQuAD: no crash, well-formed answers."""
@@ -118,6 +121,7 @@ def test_fuzz_ten_thousand_random_strings(sentence_pair_export, squad_export, lo
         _check_answers(squad_export, inputs, _call(saved, inputs))
 
 
+@pytest.mark.slow
 def test_eight_threads_get_the_serial_answers(sentence_pair_export, squad_export, loaded, helpers):
     rng = np.random.default_rng(7)
     for export in (sentence_pair_export, squad_export):

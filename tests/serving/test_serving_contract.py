@@ -174,6 +174,7 @@ def test_check_serving_api_names_the_task_and_the_answer(api, answers, label_nam
 # === Exports ===
 
 
+@pytest.mark.slow
 def test_a_declared_classify_api_gets_serve_examples(tmp_path, classifier, small_tokenizer):
     servable = ProbabilityServable("declared", api="classify", label_names=LABELS)
     exported = _export(str(tmp_path), servable, classifier, small_tokenizer)  # verified

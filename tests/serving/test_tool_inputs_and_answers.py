@@ -42,6 +42,7 @@ def finetuning_run(tmp_path_factory):
     return str(run_dir), task, model, tokenizer
 
 
+@pytest.mark.slow
 def test_the_export_tool_takes_a_pretraining_run_directory(tmp_path, export_tool, helpers, capsys):
     """A pretraining run's --output_dir (bert_config.json, checkpoints/, the layouts it
     wrote at its end): its export_google/ exports; without a layout, one line saying how
@@ -104,6 +105,7 @@ def request_files(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["requests.csv", "requests.tsv", "requests.jsonl"])
 def test_request_files_answer_with_label_names(name, exported, request_files, run_tool, capsys):
     path, expected = exported
@@ -126,6 +128,7 @@ def test_request_files_answer_with_label_names(name, exported, request_files, ru
     ]
 
 
+@pytest.mark.slow
 def test_json_output_is_one_object_a_row_and_nothing_else(
     exported, request_files, run_tool, capsys
 ):

@@ -54,6 +54,7 @@ def tool_exports(tmp_path_factory, finetuned_dir, export_tool):
     return base, printed
 
 
+@pytest.mark.slow
 def test_export_tool_then_run_tool_in_python_and_cpp(
     tool_exports, finetuned_dir, export_tool, run_tool, cpp_runner, capsys
 ):
@@ -106,6 +107,7 @@ def test_export_tool_then_run_tool_in_python_and_cpp(
     assert "input  text" in printed and "this process can run it" in printed
 
 
+@pytest.mark.slow
 def test_export_tool_on_a_pretrained_checkpoint(tmp_path, export_tool, run_tool, helpers, capsys):
     vocabulary = helpers.sentence_fixtures.VOCABULARY
     model = helpers.randomize(BertPretrainer(helpers.tiny_encoder(len(vocabulary))), 22)
@@ -182,6 +184,7 @@ def test_export_tool_on_a_pretrained_checkpoint(tmp_path, export_tool, run_tool,
         _run(run_tool, f"--saved_model={tmp_path / 'hub'}", "--input=text=the cat")
 
 
+@pytest.mark.slow
 def test_run_tool_names_an_unknown_input_in_one_line(tool_exports):
     """A field the export does not take ends the tool as a user runs it with one line
     naming it and what the export takes: no description, no usage text."""

@@ -205,6 +205,7 @@ def _assert_close_at_kept_positions(trimmed, padded, mask, atol=1e-5):
 # === Trimmed batches ===
 
 
+@pytest.mark.slow
 def test_trimmed_batches_hold_the_padded_examples_loss_and_outputs(family):
     task, model = family.task, family.model
     padded_length = task.max_seq_length
@@ -246,6 +247,7 @@ def test_trimmed_batches_hold_the_padded_examples_loss_and_outputs(family):
     assert min(trimmed_lengths) < padded_length or family.name == "windows", trimmed_lengths
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["tagging", "spans"])
 def test_a_distillers_loss_is_the_same_on_trimmed_batches(name, tmp_path_factory):
     """The distiller of a per-position head (token classes, span positions), with every
@@ -281,6 +283,7 @@ def test_a_distillers_loss_is_the_same_on_trimmed_batches(name, tmp_path_factory
 # === Prediction: sorted, trimmed, in the input's order ===
 
 
+@pytest.mark.slow
 def test_prediction_on_sorted_trimmed_batches_answers_in_the_input_order(family):
     task, model, examples = family.task, family.model, family.examples
     outputs, meta = prediction.predict_raw(
@@ -388,6 +391,7 @@ def test_length_grouped_sorts_windows_and_keeps_every_example():
     assert length_buckets(40) == (16, 32, 40)
 
 
+@pytest.mark.slow
 def test_the_trainer_traces_once_and_resumes_bit_for_bit_on_bucketed_batches(
     tmp_path, tmp_path_factory
 ):

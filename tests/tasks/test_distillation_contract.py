@@ -153,6 +153,7 @@ def _has_no_label(example) -> bool:
     return example.label is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_soft_targets_match_the_model_and_transfer_examples_featurize(
     family, tmp_path, tokenizer, encoder

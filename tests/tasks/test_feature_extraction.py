@@ -20,6 +20,7 @@ def extractor():
     )
 
 
+@pytest.mark.slow
 def test_paraphrases_score_higher_than_unrelated_sentences(extractor):
     sentences = [
         "A man is playing a guitar on stage.",
@@ -44,12 +45,14 @@ def test_mean_pool_ignores_padding():
     np.testing.assert_allclose(feature_extraction.mean_pool(sequence_output, input_mask), [[2, 3]])
 
 
+@pytest.mark.slow
 def test_bad_layer_index_names_the_flag(extractor):
     # Three sentences, as the other tests of this extractor: the same traced step.
     with pytest.raises(ValueError, match="layers"):
         extractor(["hello", "a b", "c"], layers=(6,))
 
 
+@pytest.mark.slow
 def test_tool_writes_jsonl_features(tmp_path, load_tool):
     """The tool's `main`, run in this process as `cli.run` runs it."""
     input_file = tmp_path / "sentences.txt"

@@ -134,6 +134,7 @@ def _needle_rows(count, seed, words=(20, 90)):
     return rows
 
 
+@pytest.mark.slow
 def test_windowed_run_trains_on_windows_and_answers_per_document(tmp_path):
     root = tmp_path / "data"
     root.mkdir()
@@ -192,6 +193,7 @@ def test_windowed_run_trains_on_windows_and_answers_per_document(tmp_path):
         assert feature["label"] == task.label_names.index(train[feature["example_index"]].label)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["single_mean", "multi_label_max"])
 def test_served_answer_equals_postprocess_for_1_2_and_10_windows(kind, tmp_path):
     from keras_bert_zoo import serving
@@ -253,6 +255,7 @@ def test_served_answer_equals_postprocess_for_1_2_and_10_windows(kind, tmp_path)
         assert [label.decode() for label in served["label"].numpy()] == [a.label for a in answers]
 
 
+@pytest.mark.slow
 def test_epochs_and_steps_count_windows_and_the_log_says_both(tmp_path, caplog):
     root = tmp_path / "data"
     root.mkdir()

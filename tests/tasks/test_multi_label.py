@@ -191,6 +191,7 @@ def test_bad_input_names_the_file_and_line_and_writes_nothing(tmp_path, case):
     assert not output_dir.exists() or not any(output_dir.iterdir())
 
 
+@pytest.mark.slow
 def test_multi_label_run_end_to_end(tmp_path):
     import transformers
 

@@ -276,6 +276,7 @@ def _read_predictions(path):
     return rows[1:]
 
 
+@pytest.mark.slow
 def test_swag_end_to_end_loss_falls_and_predictions_csv(tokenizer, tmp_path):
     write_swag(tmp_path / "train.csv", swag_rows(10, 48))
     write_swag(tmp_path / "val.csv", swag_rows(11, 16))
@@ -318,6 +319,7 @@ def test_swag_end_to_end_loss_falls_and_predictions_csv(tokenizer, tmp_path):
         task.evaluate(test_answers, test)
 
 
+@pytest.mark.slow
 def test_multiple_choice_jsonl_end_to_end(tokenizer, tmp_path):
     rng = random.Random(4)
     records = []

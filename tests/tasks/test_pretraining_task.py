@@ -118,6 +118,7 @@ def test_the_architecture_comes_from_the_settings_or_the_source(files):
         _task(files, input_mode="dynamic_text")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("input_mode", ["records", "remask_records", "dynamic_text"])
 def test_every_input_mode_gives_training_batches(files, input_mode):
     task = _task(files, input_mode=input_mode, vocab_file=files["vocab"])

@@ -104,6 +104,7 @@ def random_examples(rng, count):
     return examples
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "version_2, threshold, integer_logits",
     [(False, 0.0, False), (True, 0.0, False), (True, -1.5, False), (True, 0.0, True)],
@@ -162,6 +163,7 @@ def test_postprocess_matches_the_original_decoding(
             assert example.context[answer.start : answer.end] == answer.text
 
 
+@pytest.mark.slow
 def test_postprocess_rejects_features_out_of_sync(preprocessor):
     task = create_task("extractive_qa", **SETTINGS)
     examples = random_examples(random.Random(5), 3)

@@ -144,6 +144,7 @@ def fine_tuned(tokenizer, tmp_path_factory):
     return model, data_dir, history.history
 
 
+@pytest.mark.slow
 def test_loss_falls(fine_tuned):
     _, _, history = fine_tuned
     losses = history["loss"]
@@ -151,6 +152,7 @@ def test_loss_falls(fine_tuned):
     assert history["start_logits_start_accuracy"][-1] > history["start_logits_start_accuracy"][0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", ["v1.1", "v2.0"])
 def test_predict_evaluate_write(version, fine_tuned, tokenizer, tmp_path):
     version_2 = version == "v2.0"

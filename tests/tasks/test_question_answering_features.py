@@ -193,6 +193,7 @@ def example(example_id, question, context, answer_text=None, occurrence=0):
     return QuestionAnsweringExample(example_id, question, context, answers)
 
 
+@pytest.mark.slow
 def test_windows_match_the_original_on_real_text(tokenizer, reference_tokenizer, wiki_paragraphs):
     rng = random.Random(0)
     settings = (96, 24, 12)
@@ -262,6 +263,7 @@ def assert_round_trip(task, tokenizer, examples):
     return features
 
 
+@pytest.mark.slow
 def test_round_trip_accents_cjk_emoji_whitespace(tokenizer, default_task):
     cases = [
         (
@@ -341,6 +343,7 @@ def test_round_trip_question_longer_than_max_query_length(tokenizer, default_tas
     assert features[0]["input_type_ids"][66] == 1 and features[0]["input_type_ids"][65] == 0
 
 
+@pytest.mark.slow
 def test_round_trip_context_much_longer_than_a_window(tokenizer, wiki_paragraphs, default_task):
     context = "\n".join(wiki_paragraphs[:30])  # thousands of tokens
     assert len(tokenizer.tokenize(tf.constant(context)).numpy()) > 5 * 384

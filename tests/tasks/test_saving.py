@@ -46,6 +46,7 @@ def saved(tmp_path_factory):
     return directory, examples, outputs, task
 
 
+@pytest.mark.slow
 def test_reload_gives_the_same_task_state_and_outputs(saved):
     directory, examples, outputs, task = saved
     assert sorted(os.listdir(directory)) == ["model.keras", "task.json", "vocab.txt"]
@@ -168,6 +169,7 @@ def compiled_directories(saved, tmp_path_factory):
     return {"compiled": (target, compiled, loaded[0]), "old": (old, old_model, loaded[1])}
 
 
+@pytest.mark.slow
 def test_a_compiled_model_saves_without_optimizer_and_loads_in_a_fresh_process(
     compiled_directories,
 ):
@@ -183,6 +185,7 @@ def test_a_compiled_model_saves_without_optimizer_and_loads_in_a_fresh_process(
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.slow
 def test_a_directory_saved_compiled_by_an_earlier_release_still_loads(compiled_directories):
     """`model.keras` written by plain `model.save` of a compiled model (what earlier
     releases wrote) loads in a fresh process too; its optimizer state is not read."""

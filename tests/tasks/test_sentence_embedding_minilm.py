@@ -10,6 +10,7 @@ import os
 import re
 
 import numpy as np
+import pytest
 
 from keras_bert_zoo.checkpoints.installed import resolve_installed_checkpoint
 from keras_bert_zoo.runners.finetuning import FinetuningConfig, run_finetuning
@@ -29,6 +30,7 @@ def lee_sentences(count: int) -> list[str]:
     return [s for s in sentences if len(s.split()) >= 5][:count]
 
 
+@pytest.mark.slow
 def test_minilm_vectors_through_the_predict_path_equal_sentence_transformers(tmp_path):
     import sentence_transformers
 

@@ -66,6 +66,7 @@ def embed(model, tokenizer, texts):
     return np.asarray(model.embedder.predict(x, verbose=0))
 
 
+@pytest.mark.slow
 def test_train_and_eval_writes_finetuned_whose_model_gives_the_same_vectors(trained):
     root, config, result = trained
     out = pathlib.Path(config.output_dir)
@@ -105,6 +106,7 @@ def _plain_ndcg_and_mrr(scores, relevant):
     return ndcg / len(scores), mrr / len(scores)
 
 
+@pytest.mark.slow
 def test_eval_mode_on_retrieval_files(trained, tmp_path):
     root, config, result = trained
     files = fixtures.write_beir(tmp_path / "beir", count=10)
@@ -132,6 +134,7 @@ def test_eval_mode_on_retrieval_files(trained, tmp_path):
     assert metrics["mrr@10"] == pytest.approx(mrr, abs=1e-5)
 
 
+@pytest.mark.slow
 def test_predict_mode_writes_the_vectors(trained, tmp_path):
     root, config, result = trained
     texts = ["a cat is on the mat", "the river is quiet", "a red car"]
@@ -165,6 +168,7 @@ def test_a_resume_refuses_another_loss_or_scale(trained, option, value):
         run_finetuning(changed)
 
 
+@pytest.mark.slow
 def test_gradient_cache_trains_the_same_weights_through_the_job(trained, tmp_path):
     """`gradient_cache_chunk_size` trains through the task's `training_loss_fn` (GradCache):
     the same steps as one pass over each batch, to float rounding (without dropout: a
@@ -203,6 +207,7 @@ def test_gradient_cache_trains_the_same_weights_through_the_job(trained, tmp_pat
     assert not np.allclose(vectors[0], embed(initial, result.tokenizer, texts), atol=1e-3)
 
 
+@pytest.mark.slow
 def test_the_finetuned_directory_exports_raw_text_to_its_vectors(trained, tmp_path):
     """The run's `finetuned/` as a TF Serving SavedModel: `serving_default` answers the
     vectors of the texts as given, `query` those of the texts after the task's

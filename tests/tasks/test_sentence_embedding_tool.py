@@ -10,6 +10,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
@@ -30,6 +32,7 @@ def _run(args):
     return completed.returncode, completed.stderr
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line_naming_file_and_line_and_nothing_is_written(tmp_path, load_tool):
     checkpoint = helpers.write_tiny_checkpoint(tmp_path / "bert", fixtures.VOCABULARY)
     pairs = [row[:2] for row in fixtures.triplets(4)]

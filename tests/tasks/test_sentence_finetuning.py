@@ -124,6 +124,7 @@ def _read_jsonl(path):
         return [json.loads(line) for line in f]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", TRAINED)
 def test_glue_task_fine_tunes_evaluates_and_writes_submission_files(
     name, glue_root, tiny_checkpoint, tmp_path
@@ -301,6 +302,7 @@ def test_every_glue_task_evaluates_and_writes_its_submission_files(name, glue_ro
     assert not [f for f in os.listdir(tmp_path) if f.startswith(".")]
 
 
+@pytest.mark.slow
 def test_features_are_the_preprocessor_outputs_in_example_order(glue_root, tokenizer):
     root, _ = glue_root
     task = _task("glue/mrpc", root)

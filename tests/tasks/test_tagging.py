@@ -415,6 +415,7 @@ def _parse_prediction_file(path):
     return documents, sentences
 
 
+@pytest.mark.slow
 def test_conll2003_end_to_end_loss_falls_and_files_are_conlleval_input(tokenizer, tmp_path):
     data = tmp_path / "conll2003"
     data.mkdir()
@@ -464,6 +465,7 @@ def test_conll2003_end_to_end_loss_falls_and_files_are_conlleval_input(tokenizer
     assert file_f1 == pytest.approx(metrics["f1"], abs=1e-9)
 
 
+@pytest.mark.slow
 def test_token_classification_reads_any_column_layout(tokenizer, tmp_path):
     # Tab-separated, word in column 1 (with spaces inside), POS tags in column 2: raw tags.
     rows = [

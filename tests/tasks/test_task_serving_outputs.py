@@ -277,6 +277,7 @@ def check_tagging_serving(task, model, preprocessor, sentences):
     return served, answers, entity_total
 
 
+@pytest.mark.slow
 def test_tagging_reloads_without_data_and_serves_postprocess_answers(tagger):
     task, model, tokenizer, directory = tagger
     assert task.state() == {"tags": list(TRAIN_TAGS), "tag_scheme": "IOB2"}
@@ -311,6 +312,7 @@ def test_tagging_reloads_without_data_and_serves_postprocess_answers(tagger):
     np.testing.assert_allclose(flat_scores, probabilities[order], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_tagging_serving_windows_long_sentences_and_mixed_batches(tagger):
     task, model, tokenizer, _ = tagger
     preprocessor = task.make_preprocessor(tokenizer)
@@ -327,6 +329,7 @@ def test_tagging_serving_windows_long_sentences_and_mixed_batches(tagger):
     assert none["entity_count"].shape == (0,) and none["word_tags"].shape == (0, 0)
 
 
+@pytest.mark.slow
 def test_raw_tags_serve_one_word_entities(tmp_path):
     (tmp_path / "train.txt").write_text("EU NNP\nrejects VBZ\n. .\n\nthe DT\n", encoding="utf-8")
     task = tasks.create_task("token_classification", data_dir=str(tmp_path), max_seq_length=10)
@@ -409,6 +412,7 @@ def check_choice_serving(task, model, preprocessor, texts):
     return served, answers
 
 
+@pytest.mark.slow
 def test_multiple_choice_reloads_without_data_and_serves_postprocess_answers(tmp_path):
     import json
 
@@ -452,6 +456,7 @@ def test_multiple_choice_reloads_without_data_and_serves_postprocess_answers(tmp
 SWAG_HEADER = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source"]
 
 
+@pytest.mark.slow
 def test_swag_serves_its_own_fields_packed_as_in_training(tmp_path):
     """The served (sent1, sent2, endings) answer what the CSV's examples answer."""
     texts = random_choice_texts(6, 20, 6)
@@ -487,6 +492,7 @@ def test_swag_serves_its_own_fields_packed_as_in_training(tmp_path):
 # === Export: the serving functions save as plain-tensor signatures ===
 
 
+@pytest.mark.slow
 def test_serving_functions_export_as_saved_model_signatures(tagger, tmp_path):
     task, model, tokenizer, _ = tagger
     preprocessor = task.make_preprocessor(tokenizer)

@@ -50,6 +50,7 @@ def test_scalar_input_and_longest_padding(uncased_vocab_path, preprocessor):
         preprocessor([tf.constant(["a"])] * 4)
 
 
+@pytest.mark.slow
 def test_tf_data_batched_and_per_example(preprocessor):
     eager = preprocessor(tf.constant(SENTENCES))
     ds = tf.data.Dataset.from_tensor_slices(SENTENCES)
@@ -65,6 +66,7 @@ def test_tf_data_batched_and_per_example(preprocessor):
         np.testing.assert_array_equal(pair_out[key], direct[key])
 
 
+@pytest.mark.slow
 def test_saved_model_round_trip_carries_vocab(tmp_path, preprocessor):
     module = tf.Module()
     module.preprocessor = preprocessor

@@ -85,6 +85,7 @@ def test_special_ids_and_lookup(small):
         small.token_to_id("absent")
 
 
+@pytest.mark.slow
 def test_casing_check_against_the_vocabulary(uncased_vocab_path, cased_vocab_path):
     with pytest.raises(ValueError, match="lowercase=True.*cased") as e:
         BertTokenizer(vocabulary=cased_vocab_path, lowercase=True)

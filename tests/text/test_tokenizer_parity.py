@@ -100,6 +100,7 @@ def wiki_reference(ref, wiki_lines, uncased_vocab_path, cased_vocab_path):
     return tokens
 
 
+@pytest.mark.slow
 def test_memo_reference_is_the_plain_statement(ref, hostile, wiki_lines):
     """The reference's cached path (`memo`: one `str.translate` per line, words cached
     per whitespace token) gives the plain statement's words and pieces."""
@@ -134,6 +135,7 @@ def report(name, lines, expected, got, got_label="ours"):
     return mismatches, msg
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("casing", ["uncased", "cased"])
 def test_wiki_corpus_parity(
     casing, wiki_reference, wiki_lines, uncased_vocab_path, cased_vocab_path
@@ -155,6 +157,7 @@ def test_wiki_corpus_parity(
         assert not mismatches, msg
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("casing", ["uncased", "cased"])
 def test_hostile_parity(casing, ref, hostile, uncased_vocab_path, cased_vocab_path):
     hostile_lines, hostile_bytes = hostile.HOSTILE_LINES, hostile.HOSTILE_BYTES
@@ -259,6 +262,7 @@ def long_word_lines(words):
     return flat + [f"The {word}, and (so) {word[::-1]} end." for word in flat]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("casing", ["uncased", "cased"])
 def test_words_of_1_to_300_characters_follow_the_original(
     casing, ref, uncased_vocab_path, cased_vocab_path
@@ -391,6 +395,7 @@ def test_four_byte_characters_at_the_limit(ref, lowercase):
         assert [[vocab[i] for i in row] for row in single] == expected
 
 
+@pytest.mark.slow
 def test_huggingface_cross_check(ref, hostile, wiki_lines, wiki_reference, uncased_vocab_path):
     """Hugging Face `tokenizers` is a third opinion; it is not the specification."""
     import tokenizers
@@ -406,6 +411,7 @@ def test_huggingface_cross_check(ref, hostile, wiki_lines, wiki_reference, uncas
     assert len(mismatches) <= 0.01 * len(lines), msg
 
 
+@pytest.mark.slow
 def test_offsets_point_into_original_text(ref, hostile, wiki_lines, uncased_tokenizer_of_each_ops):
     lines = wiki_lines[:3000] + hostile.HOSTILE_LINES
     ids, starts, ends = uncased_tokenizer_of_each_ops.tokenize_with_offsets(tf.constant(lines))
@@ -433,6 +439,7 @@ def test_offsets_point_into_original_text(ref, hostile, wiki_lines, uncased_toke
     assert checked > 100000
 
 
+@pytest.mark.slow
 def test_offsets_cover_the_marks_accent_stripping_drops(
     ref, hostile, wiki_lines, uncased_tokenizer_of_each_ops
 ):
@@ -487,6 +494,7 @@ def test_offsets_cover_the_marks_accent_stripping_drops(
 UNASSIGNED_PLANES = (0x40000, 0xE0000)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("casing", ["uncased", "cased"])
 def test_every_code_point_between_letters(casing, ref, uncased_vocab_path, cased_vocab_path):
     """Every code point as "x<c>y": its class (space, punctuation, CJK, control, mark),
@@ -513,6 +521,7 @@ def test_every_code_point_between_letters(casing, ref, uncased_vocab_path, cased
         assert not mismatches, msg
 
 
+@pytest.mark.slow
 def test_core_offsets_equal_tensorflow_text_offsets(
     ref, hostile, wiki_lines, uncased_vocab_path, cased_vocab_path
 ):
@@ -575,6 +584,7 @@ def test_core_ops_reorder_combining_marks_as_nfd(ref):
         assert our_tokens(tokenizer, lines) == expected, tokenizer.ops
 
 
+@pytest.mark.slow
 def test_bad_input_same_through_both_implementations(ref, uncased_vocab_path):
     """Invalid UTF-8, NUL bytes, 200,000-character strings and empty batches: both
     implementations give the reference's tokens (bytes decoded as the original does,

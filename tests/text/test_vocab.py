@@ -101,6 +101,7 @@ def run_tool(*args):
     )
 
 
+@pytest.mark.slow
 def test_build_vocab_tool(tmp_path, load_tool):
     for i in range(2):
         (tmp_path / f"part{i}.txt").write_text("\n".join(CORPUS[i::2]) + "\n", encoding="utf-8")
@@ -121,6 +122,7 @@ def test_build_vocab_tool(tmp_path, load_tool):
     assert missing.returncode != 0 and "No file matches" in missing.stderr
 
 
+@pytest.mark.slow
 def test_build_vocab_reads_dumps_and_compressed_text_as_the_creator_does(tmp_path, load_tool):
     """`--input_files=dump.xml.bz2` learns from the dump's article sentences (it read the
     compressed bytes, and wrote 2004 tokens of single-character garbage): gensim's real

@@ -59,6 +59,7 @@ def own_vocab(uncased_vocab_path, tmp_path):
     return str(path)
 
 
+@pytest.mark.slow
 def test_exports_reload_in_a_fresh_process_after_the_vocab_is_deleted(own_vocab, tmp_path):
     preprocessor = BertPreprocessor(BertTokenizer(vocabulary=own_vocab), sequence_length=24)
     tokens = load_vocab(own_vocab)

@@ -72,6 +72,7 @@ def _export_tool(*args):
     )
 
 
+@pytest.mark.slow
 def test_the_export_tool_ends_flag_mistakes_in_one_line(tmp_path):
     common = [f"--finetuned_dir={tmp_path / 'run'}", f"--output_dir={tmp_path / 'out'}"]
     cases = {

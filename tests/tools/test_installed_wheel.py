@@ -127,6 +127,7 @@ def probe(installed):
     return _run([bin_dir / "python", "-c", PROBE], cwd=work, env=env)
 
 
+@pytest.mark.slow
 def test_the_package_comes_from_the_wheel(installed, probe):
     bin_dir, _, _ = installed
     assert probe.returncode == 0, probe.stderr[-3000:]
@@ -134,6 +135,7 @@ def test_the_package_comes_from_the_wheel(installed, probe):
         assert str(bin_dir.parent) in line and str(REPO_ROOT) not in line, line
 
 
+@pytest.mark.slow
 def test_every_tool_answers_helpfull_as_a_console_script(installed):
     bin_dir, work, env = installed
 
@@ -170,6 +172,7 @@ def test_every_tool_answers_helpfull_as_a_console_script(installed):
     assert module.returncode == 0 and "bert_tiny_uncased" in module.stdout, module.stderr
 
 
+@pytest.mark.slow
 def test_a_console_script_checks_its_flags_before_tensorflow_and_starts_quietly(
     installed, probe, tmp_path
 ):
@@ -213,6 +216,7 @@ def test_a_console_script_checks_its_flags_before_tensorflow_and_starts_quietly(
     assert missing.endswith('run `pip install "keras_bert_zoo[demo]"`'), missing
 
 
+@pytest.mark.slow
 def test_the_main_job_runs_from_the_installed_wheel(installed):
     bin_dir, work, env = installed
     output_dir = work / "demo"

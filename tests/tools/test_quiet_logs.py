@@ -64,6 +64,7 @@ def run(tmp_path_factory):
     return root, trained
 
 
+@pytest.mark.slow
 def test_training_and_export_print_our_lines_only(run):
     root, trained = run
     exported = _tool(
@@ -89,6 +90,7 @@ def test_training_and_export_print_our_lines_only(run):
     assert trained.stdout.rstrip().endswith(f"tensorboard --logdir {root / 'run'}")
 
 
+@pytest.mark.slow
 def test_verbosity_brings_tensorflows_logs_back(run):
     root, _ = run
     shown = _tool(

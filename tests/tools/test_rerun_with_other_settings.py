@@ -13,6 +13,7 @@ import json
 import pathlib
 
 import child_process
+import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
 runner_test = child_process.import_by_path(
@@ -41,6 +42,7 @@ def _args(data_dir, checkpoint, output_dir, *extra):
     ]
 
 
+@pytest.mark.slow
 def test_a_rerun_with_another_learning_rate_is_refused_and_overwrite_starts_over(
     tmp_path, run_tool_in_process, caplog
 ):

@@ -86,6 +86,7 @@ def _run(command):
     return completed.returncode, completed.stdout + completed.stderr, completed.stderr
 
 
+@pytest.mark.slow
 def test_a_full_disk_at_a_checkpoint_ends_in_one_line_and_the_rerun_resumes(
     tmp_path, run_tool_in_process, caplog
 ):

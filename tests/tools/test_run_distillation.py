@@ -81,6 +81,7 @@ def _run(args, kill_after_step=None):
     return runner_test._run(args, kill_after_step=kill_after_step, binary=REPO_ROOT / BINARY)
 
 
+@pytest.mark.slow
 def test_killed_run_ends_bitwise_as_the_uninterrupted_run(teacher, tmp_path):
     from keras_bert_zoo.tasks import load_finetuned
 
@@ -128,6 +129,7 @@ def _run_tool(args):
     return completed.returncode, completed.stderr
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line_naming_it_and_writes_nothing(teacher, tmp_path, run_tool_in_process):
     """The first case as a user runs the tool (a fresh process: its exit status and
     stderr); the others through the tool's `main` here, which prints the same line."""

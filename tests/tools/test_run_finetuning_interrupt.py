@@ -22,6 +22,7 @@ import threading
 
 import child_process
 import numpy as np
+import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
@@ -110,6 +111,7 @@ def _stopped_step(output, signal_name, steps=STEPS):
     return int(found[0])
 
 
+@pytest.mark.slow
 def test_sigint_then_sigterm_stop_with_a_checkpoint_and_resume_bitwise(tmp_path):
     from keras_bert_zoo.tasks import load_finetuned
 
@@ -158,6 +160,7 @@ def test_sigint_then_sigterm_stop_with_a_checkpoint_and_resume_bitwise(tmp_path)
         assert (resumed_dir / name).read_bytes() == (reference_dir / name).read_bytes(), name
 
 
+@pytest.mark.slow
 def test_two_workers_sigtermed_together_stop_at_one_step_and_resume(tmp_path):
     from keras_bert_zoo.tasks import load_finetuned
 

@@ -16,6 +16,7 @@ import signal
 
 import child_process
 import numpy as np
+import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -115,6 +116,7 @@ def _files(tmp_path):
     return data_dir, checkpoint
 
 
+@pytest.mark.slow
 def test_twice_killed_run_ends_bitwise_as_the_uninterrupted_run(tmp_path):
     from keras_bert_zoo.tasks import load_finetuned
 

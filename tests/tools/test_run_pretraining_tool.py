@@ -13,6 +13,7 @@ import sys
 
 import child_process
 import numpy as np
+import pytest
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 BINARY = REPO_ROOT / "tools" / "run_pretraining.py"
@@ -54,6 +55,7 @@ def _corpus(path, documents, seed):
     return str(path)
 
 
+@pytest.mark.slow
 def test_original_records_train_evaluate_and_export(tmp_path, run_tool_in_process):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("".join(t + "\n" for t in SPECIALS + WORDS + ["."]), encoding="utf-8")
@@ -115,6 +117,7 @@ def test_original_records_train_evaluate_and_export(tmp_path, run_tool_in_proces
     assert hf_config["architectures"] == ["BertForPreTraining"]
 
 
+@pytest.mark.slow
 def test_a_missing_input_is_named(tmp_path):
     returncode, output = _run(
         [

@@ -208,6 +208,7 @@ def tool_runs(cases):
         return {name: future.result() for name, future in futures.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CASE_NAMES)
 def test_user_error_is_one_line_and_writes_nothing(cases, tool_runs, run_tool_in_process, name):
     _, tool, args, expected, outputs = cases[name]

@@ -63,6 +63,7 @@ def _all(commands, env):
         return list(pool.map(lambda command: _tool(*command, env=env), commands))
 
 
+@pytest.mark.slow
 def test_a_misspelt_flag_ends_every_tool_before_tensorflow_loads(without_tensorflow):
     # create_pretraining_data leaves the flags it does not know to Beam: a bad value.
     commands = [
@@ -130,6 +131,7 @@ def test_help_and_helpfull_list_our_flags_and_absls_with_status_0(without_tensor
     assert "Try --helpfull" in short.stdout
 
 
+@pytest.mark.slow
 def test_the_flag_definitions_are_the_tools_own():
     """`tools/flag_definitions.json` is what the tools define (one process imports them
     all: TensorFlow included)."""
@@ -148,6 +150,7 @@ def test_the_flag_definitions_are_the_tools_own():
     )
 
 
+@pytest.mark.slow
 def test_the_cpu_kernels_are_logged_first_and_applied(tmp_path):
     """A tool that runs models logs its kernels before anything else, and TensorFlow runs
     what was chosen (`--onednn=off` as much as the default)."""
@@ -170,6 +173,7 @@ def test_the_cpu_kernels_are_logged_first_and_applied(tmp_path):
     assert "no XLA" in answers[1].stderr and "--nojit_compile" in answers[1].stderr
 
 
+@pytest.mark.slow
 def test_tensorflows_start_up_lines_once_and_the_error_line_ends_the_output(tmp_path):
     """With TensorFlow's C++ logs asked for (`TF_CPP_MIN_LOG_LEVEL=0`) a tool shows
     their start-up block once (TensorFlow's two native libraries each print it), imports

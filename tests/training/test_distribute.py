@@ -185,6 +185,7 @@ def _assert_same_trajectory(result, reference, first_step=0):
         np.testing.assert_allclose(got, want, rtol=0, atol=WEIGHT_TOLERANCE)
 
 
+@pytest.mark.slow
 def test_mirrored_two_devices_with_accumulation_and_xla_matches_one_device(
     tmp_path, one_device_reference, run_training, load_training_result
 ):
@@ -204,6 +205,7 @@ def test_mirrored_two_devices_with_accumulation_and_xla_matches_one_device(
     _assert_same_trajectory(load_training_result(tmp_path / "result.npz"), one_device_reference)
 
 
+@pytest.mark.slow
 def test_multi_worker_two_processes_match_one_device_and_resume(
     tmp_path, one_device_reference, run_worker_cluster, load_training_result
 ):

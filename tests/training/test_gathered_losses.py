@@ -50,6 +50,7 @@ def _assert_equal_one_device(results, controls=()):
         assert result["max_weight_difference"] <= RELATIVE * result["moved"], (name, result)
 
 
+@pytest.mark.slow
 def test_mirrored_two_devices_equal_one_device_on_the_global_batch(tmp_path):
     codes, outputs = child_process.run_together(
         [[sys.executable, str(CHILD), "--strategy=mirrored", f"--model_dir={tmp_path}"]],
@@ -71,6 +72,7 @@ def test_mirrored_two_devices_equal_one_device_on_the_global_batch(tmp_path):
     _assert_equal_one_device(results, controls=("mnrl_replica_alone",))
 
 
+@pytest.mark.slow
 def test_two_workers_equal_one_device_on_the_global_batch(tmp_path):
     command = [
         sys.executable,
@@ -127,6 +129,7 @@ def test_a_loss_of_independent_rows_accumulates_and_only_a_gather_leaves_xla():
     assert not step.gathers
 
 
+@pytest.mark.slow
 def test_xla_forward_model_compiles_and_differentiates_as_the_model():
     model = make_group_model(ONE_DEVICE, losses.MultipleNegativesRankingLoss)
     x, _ = group_batch(3, seed=4)

@@ -43,6 +43,7 @@ def _screen(text: str) -> list[str]:
     return [line for line in shown if line]
 
 
+@pytest.mark.slow
 def test_the_bar_fits_80_columns_and_log_lines_start_their_own_line(tmp_path, monkeypatch):
     terminal = Terminal()
     monkeypatch.setattr("sys.stdout", terminal)

@@ -44,6 +44,7 @@ def _slow_dataset_fn(x, y):
     return lambda context: plain(context).map(slow)
 
 
+@pytest.mark.slow
 def test_a_long_loop_reports_after_its_time_limit_not_its_steps(tmp_path):
     x, y = token5_data()
     reports = _Reports()
@@ -63,6 +64,7 @@ def test_a_long_loop_reports_after_its_time_limit_not_its_steps(tmp_path):
     assert run._train_loop.experimental_get_tracing_count() == 1
 
 
+@pytest.mark.slow
 def test_the_first_loop_reports_after_a_few_seconds_by_default(tmp_path):
     assert run_phase.FIRST_REPORT_SECONDS <= 10
     assert trainer_module.Trainer.__init__.__kwdefaults__["progress_every_seconds"] <= 30

@@ -6,6 +6,7 @@ import random
 import signal
 
 import numpy as np
+import pytest
 
 STEPS = 9
 
@@ -24,6 +25,7 @@ def _args(model_dir, out):
     ]
 
 
+@pytest.mark.slow
 def test_sigkill_twice_then_resume_is_bitwise_equal(tmp_path, run_training, load_training_result):
     seed = random.randrange(10**6)
     rng = random.Random(seed)

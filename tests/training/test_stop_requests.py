@@ -43,6 +43,7 @@ def _dataset_fn(x, y, signal_at_batch=None):
     return dataset_fn
 
 
+@pytest.mark.slow
 def test_a_signal_inside_the_compiled_loop_stops_at_the_next_step_and_resumes_bitwise(tmp_path):
     # Signal handlers are installed from the main thread only (pytest and its xdist
     # workers run tests there): fail rather than skip if that ever changes.

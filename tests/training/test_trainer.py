@@ -96,6 +96,7 @@ def weights_of(model):
     return [keras.ops.convert_to_numpy(v) for v in model.variables]
 
 
+@pytest.mark.slow
 def test_accumulation_over_four_micro_batches_equals_one_batch_of_four_times(tmp_path):
     x, y = token5_data()
     results = {}
@@ -121,6 +122,7 @@ def test_accumulation_over_four_micro_batches_equals_one_batch_of_four_times(tmp
         )
 
 
+@pytest.mark.slow
 def test_nan_loss_stops_at_its_step_and_keeps_the_last_checkpoint(tmp_path):
     x, _ = token5_data(n=20)
     y = np.linspace(0.0, 1.0, 20).astype("float32")[:, None]
@@ -142,6 +144,7 @@ def test_nan_loss_stops_at_its_step_and_keeps_the_last_checkpoint(tmp_path):
     assert all(np.all(np.isfinite(w)) for w in weights_of(restored))
 
 
+@pytest.mark.slow
 def test_truncated_newest_checkpoint_falls_back_to_the_previous(tmp_path, caplog):
     x, y = token5_data()
     model = build(dropout=0.1)
@@ -174,6 +177,7 @@ def test_truncated_newest_checkpoint_falls_back_to_the_previous(tmp_path, caplog
         trainer(build(num_classes=3, dropout=0.1), tmp_path).train(dataset_fn_of(x, y, batch=8), 6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_trains_and_reloads_in_float32(tmp_path, policy):
     x, y = token5_data(n=16)  # one batch, fitted: the loss falls within a dozen steps
@@ -224,6 +228,7 @@ class _RecordStart(keras.callbacks.Callback):
         self.batch_logs.append((batch, dict(logs)))
 
 
+@pytest.mark.slow
 def test_evaluation_best_export_summaries_and_initial_weights(tmp_path):
     x, y = token5_data()
     pretrained = BertEncoder(**TINY)
@@ -289,6 +294,7 @@ def test_evaluation_best_export_summaries_and_initial_weights(tmp_path):
     assert json.loads((tmp_path / "run" / "best" / "metrics.json").read_text())["step"] == 4
 
 
+@pytest.mark.slow
 def test_skip_input_state_with_xla_resumes_bitwise(tmp_path):
     """input_state='skip' (a cache()d fine-tuning set) with XLA and accumulation."""
     x, y = token5_data()
@@ -336,6 +342,7 @@ def test_configuration_errors_are_clear(tmp_path):
         trainer(build(), tmp_path).train(dataset_fn_of(x, y, batch=8), 2, best_metric="f1")
 
 
+@pytest.mark.slow
 def test_initial_weights_from_a_loaded_model_and_the_deprecated_keyword(tmp_path):
     x, y = token5_data()
     source = build(seed=7)
@@ -403,6 +410,7 @@ class _TokenTask:
         return TokenTask("token_task")
 
 
+@pytest.mark.slow
 def test_task_contract_datasets_train_with_sample_weights(tmp_path):
     from keras_bert_zoo import tasks
 

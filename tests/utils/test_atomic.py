@@ -66,6 +66,7 @@ def test_exception_before_the_first_write_leaves_nothing(tmp_path):
     assert _entries(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_killed_writer_leaves_the_old_file_intact(tmp_path):
     """SIGKILL mid-write: the old content survives; only a dot-named temp file is left."""
     path = tmp_path / "config.json"

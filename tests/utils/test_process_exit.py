@@ -9,6 +9,7 @@ import sys
 import time
 
 import child_process
+import pytest
 
 TOOL = '''
 import atexit
@@ -63,6 +64,7 @@ def _run(tmp_path, *args):
     return completed, time.time() - started
 
 
+@pytest.mark.slow
 def test_a_tool_ends_when_its_work_is_done_not_after_the_teardown(tmp_path):
     completed, seconds = _run(tmp_path)
     assert completed.returncode == 0, completed.stderr[-2000:]
@@ -71,6 +73,7 @@ def test_a_tool_ends_when_its_work_is_done_not_after_the_teardown(tmp_path):
     assert seconds < 25, seconds
 
 
+@pytest.mark.slow
 def test_a_running_thread_is_waited_for_as_before(tmp_path):
     completed, _ = _run(tmp_path, "thread")
     assert completed.returncode == 0, completed.stderr[-2000:]
