@@ -11,6 +11,7 @@ see docs/speed.md.
 
 from __future__ import annotations
 
+import pathlib
 import statistics
 import subprocess
 import sys
@@ -21,8 +22,14 @@ from absl import app, flags
 flags.DEFINE_integer("repeats", 5, "Fresh processes of each kind.")
 FLAGS = flags.FLAGS
 
+# The module is loaded from its file: importing the package in a process that is not a
+# tool would import TensorFlow (and scikit-learn) first.
+QUIET_IMPORT = pathlib.Path(__file__).resolve().parents[1] / "keras_bert_zoo/utils/quiet_import.py"
 AS_A_TOOL = (
-    "from keras_bert_zoo.utils import quiet_import\n"
+    "import importlib.util\n"
+    f"spec = importlib.util.spec_from_file_location('quiet_import', {str(QUIET_IMPORT)!r})\n"
+    "quiet_import = importlib.util.module_from_spec(spec)\n"
+    "spec.loader.exec_module(quiet_import)\n"
     "with quiet_import.without_modules_tools_do_not_use():\n"
     "    import keras, tensorflow\n"
 )
