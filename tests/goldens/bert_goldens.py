@@ -203,7 +203,8 @@ def seed_of(name: str) -> int:
 
 def randomize(model, seed: int, scale: float = 0.3):
     """Sets every weight from a seeded numpy RNG, in `model.weights` order (as
-    tests/serving/serving_helpers.py does): layer-norm scales near 1, the rest
+    tests/serving/serving_helpers.py does; a copy of it, so that a change to the
+    serving helpers cannot move the goldens): layer-norm scales near 1, the rest
     0.3-scaled normal draws, so that outputs depend on every weight."""
     rng = np.random.default_rng(seed)
     for variable in model.weights:

@@ -45,12 +45,12 @@ def minilm_tokenizer() -> BertTokenizer:
     return BertTokenizer(os.path.join(demo_model_dir(), "vocab.txt"), lowercase=True)
 
 
-def family_model(family: str, helpers, vocab_size: int):
-    """`(task, model)` of one family: a tiny random model with decisive weights, its
-    GELU the exact (erf) one, as MiniLM's and Hugging Face's BERTs'."""
+def tiny_encoder(vocab_size: int):
+    """A one-block, 16-wide `BertEncoder`, its GELU the exact (erf) one, as MiniLM's
+    and Hugging Face's BERTs'."""
     from keras_bert_zoo.models import BertEncoder
 
-    encoder = BertEncoder(
+    return BertEncoder(
         vocab_size=vocab_size,
         hidden_size=16,
         num_layers=1,
@@ -59,6 +59,12 @@ def family_model(family: str, helpers, vocab_size: int):
         max_position_embeddings=64,
         hidden_act="gelu",
     )
+
+
+def family_model(family: str, helpers, vocab_size: int):
+    """`(task, model)` of one family: a tiny random model (`tiny_encoder`) with
+    decisive weights."""
+    encoder = tiny_encoder(vocab_size)
     if family == "sentence_classification":
         task = tasks.create_task("glue/mnli", max_seq_length=24)
     elif family == "sentence_regression":

@@ -35,7 +35,7 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_zoo import serving, tasks
-from keras_bert_zoo.models import BertEncoder, BertSentenceEmbedder
+from keras_bert_zoo.models import BertSentenceEmbedder
 from keras_bert_zoo.serving import registry
 from keras_bert_zoo.serving.servables import SentenceEmbeddingServable
 from keras_bert_zoo.utils.errors import UserError
@@ -124,15 +124,7 @@ def models(helpers, minilm_tokenizer):
         name: ph.family_model(name, helpers, vocab_size)
         for name in ("sentence_classification", "encoder", "masked_lm")
     }
-    encoder = BertEncoder(
-        vocab_size=vocab_size,
-        hidden_size=16,
-        num_layers=1,
-        num_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=64,
-        hidden_act="gelu",
-    )
+    encoder = ph.tiny_encoder(vocab_size)
     task = tasks.create_task("sentence_embedding", max_seq_length=16)
     built["sentence_embedding_task"] = (task, helpers.randomize(task.build_model(encoder), 11))
     built["sentence_embedder"] = (
