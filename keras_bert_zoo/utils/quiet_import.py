@@ -18,7 +18,7 @@ import tempfile
 
 # Modules that importing Keras loads for a feature no tool uses: keras.wrappers (the
 # scikit-learn estimators) imports scikit-learn, and with it scipy.stats, whenever
-# scikit-learn is installed. Measured: about 1 s of each tool's start on a 2-core CPU
+# scikit-learn is installed. Measured: 0.8 s of each tool's start on a 2-core CPU
 # (benchmarks/tool_start.py). A tool process imports TensorFlow without them.
 UNUSED_BY_TOOLS = ("sklearn",)
 
