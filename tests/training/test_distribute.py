@@ -82,8 +82,8 @@ def test_one_device_strategy_and_batch_split():
 def test_tpu_without_a_tpu_says_so():
     # The resolver finds no TPU on this machine; initialize_tpu_system fails, and the
     # strategy helper says which TPU and why instead of a bare NotFoundError. In a fresh
-    # process, as a tool asks for its strategy first thing: in a test worker that has
-    # run hundreds of functions, the failing initialization took 77 s instead of 0.2 s.
+    # process, as a tool asks for its strategy first thing: in a long-lived test worker
+    # (where one full garbage collection took up to 8 s) it took 77 s instead of 0.2 s.
     script = textwrap.dedent(
         """
         import tensorflow as tf
