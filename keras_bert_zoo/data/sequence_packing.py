@@ -49,7 +49,11 @@ def packed_dataset(
         packed = pack_batch(x, row_bucket=row_bucket, micro_batches=micro_batches)
         return (packed, *rest) if rest else packed
 
-    return dataset.map(pack, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return dataset.map(
+        tf.autograph.experimental.do_not_convert(pack),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
 
 
 def packed_dataset_fn(

@@ -89,9 +89,12 @@ class PaddingFreeEncoder(keras.Model):
         # predict/evaluate functions must not be compiled with it.
         self.jit_compile = False
         self._run_tokens_function = tf.function(
-            self._run_tokens, jit_compile=self.jit_compile_tokens, reduce_retracing=True
+            self._run_tokens,
+            jit_compile=self.jit_compile_tokens,
+            reduce_retracing=True,
+            autograph=False,
         )
-        self._call_function = tf.function(self._call, reduce_retracing=True)
+        self._call_function = tf.function(self._call, reduce_retracing=True, autograph=False)
         # The encoder is built; nothing for build() to create.
         self.built = True
 

@@ -121,7 +121,9 @@ def ids_function(model, input_specs: Mapping[str, tf.TensorSpec] | None = None):
             model(dict(zip(names, tensors, strict=True)), training=False)
         )
 
-    concrete = tf.function(serve_ids).get_concrete_function(*[specs[name] for name in names])
+    concrete = tf.function(serve_ids, autograph=False).get_concrete_function(
+        *[specs[name] for name in names]
+    )
     return frozen_function(concrete, [specs[name] for name in names])
 
 
@@ -138,7 +140,7 @@ def frozen_function(concrete, input_specs: Sequence[tf.TensorSpec]):
     def call(*tensors):
         return tf.nest.pack_sequence_as(structure, frozen(*tensors))
 
-    return tf.function(call, input_signature=list(input_specs))
+    return tf.function(call, input_signature=list(input_specs), autograph=False)
 
 
 def tensor_schema(specs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -94,7 +94,7 @@ def traced_once(text_fields: Sequence[str], answer: Callable[..., Mapping[str, t
     def answer_texts(*texts):
         return answer(**dict(zip(fields, texts, strict=True)))
 
-    function = tf.function(answer_texts, input_signature=specs)
+    function = tf.function(answer_texts, input_signature=specs, autograph=False)
 
     def call(**texts):
         return function(*[texts[field] for field in fields])
@@ -115,7 +115,7 @@ def text_signature(text_fields: Sequence[str], answer: Callable[..., Mapping[str
         return _check_outputs(answer(**dict(zip(fields, texts, strict=True))), "serving_outputs")
 
     specs = [tf.TensorSpec([None], tf.string, name=field) for field in fields]
-    return tf.function(serve, input_signature=specs)
+    return tf.function(serve, input_signature=specs, autograph=False)
 
 
 def model_input_specs(model) -> dict[str, tf.TensorSpec]:
@@ -155,7 +155,7 @@ def ids_signature(model):
     def serve_ids(*tensors):
         return flatten_outputs(model(dict(zip(names, tensors, strict=True)), training=False))
 
-    return tf.function(serve_ids, input_signature=[specs[name] for name in names])
+    return tf.function(serve_ids, input_signature=[specs[name] for name in names], autograph=False)
 
 
 def check_serving_api(
@@ -233,7 +233,7 @@ def examples_signature(
         return {"classes": classes, "scores": scores}
 
     spec = tf.TensorSpec([None], tf.string, name=EXAMPLES_INPUT)
-    return tf.function(serve_examples, input_signature=[spec])
+    return tf.function(serve_examples, input_signature=[spec], autograph=False)
 
 
 def captured_variables(functions) -> list[tf.Variable]:

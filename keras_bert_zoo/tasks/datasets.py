@@ -119,7 +119,9 @@ def batched_dataset(
     else:
         dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
     dataset = dataset.map(
-        lambda batch: trim_batch(batch, buckets, keys=keys),
+        tf.autograph.experimental.do_not_convert(
+            lambda batch: trim_batch(batch, buckets, keys=keys)
+        ),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
     )
@@ -172,6 +174,9 @@ def training_dataset_fn(
                 return x, y
             return x, y, sample_weight
 
-        return dataset.map(to_training_tuple, num_parallel_calls=tf.data.AUTOTUNE)
+        return dataset.map(
+            tf.autograph.experimental.do_not_convert(to_training_tuple),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
 
     return dataset_fn

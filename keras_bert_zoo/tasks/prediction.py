@@ -84,6 +84,7 @@ def _forward_function(model) -> Callable:
             step,
             reduce_retracing=True,
             jit_compile=cpu_kernels.inference_jit_compile(model),
+            autograph=False,
         )
     _FORWARD_FUNCTIONS[model] = forward
     return forward
@@ -125,6 +126,7 @@ class _TrimmedForward:
             step,
             input_signature=[signature],
             jit_compile=cpu_kernels.inference_jit_compile(model),
+            autograph=False,
         )
         traced = self.function.get_concrete_function().structured_outputs
         # The axes a trimmed batch shortens: open in the trace beyond the batch axis.

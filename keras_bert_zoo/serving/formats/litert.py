@@ -303,7 +303,7 @@ def _raw_text_function(task, model, tokenizer, preprocessor):
     def serve(*texts):
         return signatures._check_outputs(answer(**dict(zip(fields, texts, strict=True))), what)
 
-    concrete = tf.function(serve).get_concrete_function(*specs)
+    concrete = tf.function(serve, autograph=False).get_concrete_function(*specs)
     return portable.frozen_function(concrete, specs), concrete.structured_outputs
 
 

@@ -35,7 +35,7 @@ def _evaluation_step(model):
 
     model_ref = weakref.ref(model)
 
-    @tf.function(reduce_retracing=True)
+    @tf.function(reduce_retracing=True, autograph=False)
     def batch_sums(x, y):
         predictions = model_ref()(x, training=False)
         logits = tf.cast(predictions["masked_lm_logits"], tf.float32)

@@ -100,7 +100,7 @@ def _featurizer(preprocessor, *, with_answers: bool = True):
         offsets = tf.TensorSpec([None], tf.int64)
         if with_answers:
 
-            @tf.function(input_signature=[strings, strings, offsets, offsets])
+            @tf.function(input_signature=[strings, strings, offsets, offsets], autograph=False)
             def featurize(question, context, answer_start, answer_end):
                 return preprocessor(
                     {
@@ -113,7 +113,7 @@ def _featurizer(preprocessor, *, with_answers: bool = True):
 
         else:
 
-            @tf.function(input_signature=[strings, strings])
+            @tf.function(input_signature=[strings, strings], autograph=False)
             def featurize(question, context):
                 return preprocessor({"question": question, "context": context})
 

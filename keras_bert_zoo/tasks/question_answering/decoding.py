@@ -284,7 +284,8 @@ def host_decoder(n_best_size: int, max_answer_length: int, version_2_with_negati
             tf.TensorSpec([None], tf.int32),
             tf.TensorSpec([None], tf.string),
             tf.TensorSpec([], tf.float64),
-        ]
+        ],
+        autograph=False,
     )
     def decode(start, end, char_start, char_end, max_context, example_index, contexts, threshold):
         return decode_spans(

@@ -110,7 +110,11 @@ def sentence_features(
 
     dataset = tf.data.Dataset.from_tensor_slices(columns)
     dataset = dataset.batch(PREPROCESS_BATCH_SIZE)
-    dataset = dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    dataset = dataset.map(
+        tf.autograph.experimental.do_not_convert(preprocess),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
     return dataset.unbatch()
 
 
@@ -134,5 +138,8 @@ def traced_packing(preprocessor, num_texts: int, cache: dict):
 
         signature = [tf.TensorSpec([None], tf.string)] * num_texts
         # The preprocessor is kept beside its function so that its id stays unique.
-        cache[id(preprocessor)] = (preprocessor, tf.function(pack, input_signature=signature))
+        cache[id(preprocessor)] = (
+            preprocessor,
+            tf.function(pack, input_signature=signature, autograph=False),
+        )
     return cache[id(preprocessor)][1]
