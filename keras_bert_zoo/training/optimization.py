@@ -189,6 +189,39 @@ class AdamW(_BertOptimizer, keras.optimizers.AdamW):
         )
         super().build(var_list)
 
+    def _apply_weight_decay(self, variables):
+        """Keras' decoupled decay, `w -= w * weight_decay * learning_rate` for each
+        decayed variable, with the learning rate's schedule evaluated once per step.
+
+        Keras' TensorFlow backend evaluates the schedule inside the update of each
+        decayed variable: a warmup-and-decay schedule is about 20 ops, and a training
+        step traced them once per decayed kernel (362 of the 4,000 ops of a two-block
+        BERT's step; 40 copies for MiniLM), and ran them each step (reads of the step
+        counter are not merged by Grappler). The rate is the same value for every
+        variable of a step, so it is computed once, in the same cross-replica context
+        where Keras updates the variables.
+        """
+        if self.weight_decay is None:
+            return
+
+        def decay_all(distribution, variables, **kwargs):
+            learning_rate = self.learning_rate
+
+            def decay(variable):
+                if self._use_weight_decay(variable):
+                    rate = tf.cast(learning_rate, variable.dtype)
+                    weight_decay = tf.cast(self.weight_decay, variable.dtype)
+                    variable.assign_sub(variable * weight_decay * rate)
+
+            for variable in variables:
+                if isinstance(variable, keras.Variable):
+                    variable = variable.value  # the tf.Variable that strategies update
+                distribution.extended.update(variable, decay, group=False)
+
+        tf.__internal__.distribute.interim.maybe_merge_call(
+            decay_all, self._distribution_strategy, variables
+        )
+
     def update_step(self, gradient, variable, learning_rate):
         """Keras' Adam update as TensorFlow's fused `ResourceApplyAdam` kernel.
 
@@ -211,22 +244,43 @@ class AdamW(_BertOptimizer, keras.optimizers.AdamW):
         ):
             return super().update_step(gradient, variable, learning_rate)
         index = self._get_variable_index(variable)
-        step = ops.cast(self.iterations + 1, "float32")
+        scalars = self._step_scalars or self._fused_adam_scalars()
         # `.handle` of a tf.distribute variable is the current device's copy inside
         # `strategy.extended.update`, where Keras calls `update_step`.
         tf.raw_ops.ResourceApplyAdam(
             var=variable.handle,
             m=self._momentums[index].value.handle,
             v=self._velocities[index].value.handle,
-            beta1_power=ops.power(ops.cast(self.beta_1, "float32"), step),
-            beta2_power=ops.power(ops.cast(self.beta_2, "float32"), step),
             lr=ops.cast(learning_rate, "float32"),
-            beta1=ops.cast(self.beta_1, "float32"),
-            beta2=ops.cast(self.beta_2, "float32"),
-            epsilon=ops.cast(self.epsilon, "float32"),
             grad=ops.cast(gradient, "float32"),
             use_locking=False,
+            **scalars,
         )
+
+    def _fused_adam_scalars(self) -> dict:
+        """The scalar inputs of `ResourceApplyAdam` at this step but the learning rate
+        (which Keras hands each device's update), as float32 tensors."""
+        step = ops.cast(self.iterations + 1, "float32")
+        return {
+            "beta1_power": ops.power(ops.cast(self.beta_1, "float32"), step),
+            "beta2_power": ops.power(ops.cast(self.beta_2, "float32"), step),
+            "beta1": ops.cast(self.beta_1, "float32"),
+            "beta2": ops.cast(self.beta_2, "float32"),
+            "epsilon": ops.cast(self.epsilon, "float32"),
+        }
+
+    _step_scalars = None
+
+    def _distributed_tf_update_step(self, distribution, grads_and_vars, learning_rate):
+        # The kernel's scalars are the same for every variable of a step: computed once
+        # here (cross-replica; the learning rate comes per device, a PerReplica value
+        # under mirrored strategies) instead of ten ops per variable in `update_step`
+        # (1,575 of the 13,500 ops a MiniLM fine-tune traced; the same values).
+        self._step_scalars = self._fused_adam_scalars()
+        try:
+            super()._distributed_tf_update_step(distribution, grads_and_vars, learning_rate)
+        finally:
+            self._step_scalars = None
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")

@@ -115,6 +115,46 @@ def test_adamw_matches_numpy_and_skips_layer_norm_and_bias(exclude_embeddings):
         )
 
 
+def test_traced_adamw_decays_at_each_steps_rate_from_one_evaluation_of_the_schedule():
+    """In a traced step (as the training loop runs it) the decay uses the rate of the
+    step being taken, and the schedule is evaluated once for the decay of every
+    variable and once for the update, not once per decayed variable."""
+    import tensorflow as tf
+
+    evaluations = []
+
+    class RisingRate(keras.optimizers.schedules.LearningRateSchedule):
+        def __call__(self, step):
+            evaluations.append(step)
+            return 0.01 * (tf.cast(step, tf.float32) + 1.0)
+
+        def get_config(self):
+            return {}
+
+    steps = 2
+    encoder, gradients = _encoder_and_gradients(steps, seed=3)
+    variables = encoder.trainable_variables
+    optimizer = optimization.AdamW(learning_rate=RisingRate(), weight_decay=0.2)
+    optimizer.build(variables)
+    start = [v.numpy() for v in variables]
+    step = tf.function(lambda grads: optimizer.apply(grads, variables))
+    for grads in gradients:
+        step([tf.constant(g) for g in grads])
+    decays = [not _is_excluded(v.path) for v in variables]
+    assert sum(decays) > 2
+    assert len(evaluations) == 2  # one trace: the decay's and the update's
+    # The fused kernel's bias corrections (beta_1^t, beta_2^t) once per step, too.
+    graph = step.get_concrete_function([tf.constant(g) for g in gradients[0]]).graph
+    op_types = [op.type for op in graph.get_operations()]
+    assert op_types.count("ResourceApplyAdam") == len(variables)
+    assert op_types.count("Pow") == 2
+    expected = _numpy_adamw(start, gradients, [0.01, 0.02], decays, 0.9, 0.999, 1e-6, 0.2)
+    for variable, want in zip(variables, expected, strict=True):
+        np.testing.assert_allclose(
+            variable.numpy(), want, rtol=1e-5, atol=1e-6, err_msg=variable.path
+        )
+
+
 def test_lamb_matches_numpy_with_exclusions():
     steps = 3
     encoder, gradients = _encoder_and_gradients(steps, seed=1)
