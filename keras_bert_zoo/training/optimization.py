@@ -231,8 +231,8 @@ class AdamW(_BertOptimizer, keras.optimizers.AdamW):
         most of them over the 7.8M-entry word-embedding table: the bert_mini
         pretraining step's optimizer thread time went from about 80 to 45 ms, and the
         step from 68.2 to 70.6 seq/s under mixed_bfloat16 and 49.9 to 50.9 in float32
-        (interleaved, 2-core AMX Xeon; benchmarks/README.md). Keras still applies the
-        decoupled weight decay before this, and its own update serves the cases the
+        (interleaved, 2-core AMX Xeon; benchmarks/README.md). The decoupled weight
+        decay runs before this (`_apply_weight_decay`), and Keras' update serves the cases the
         kernel does not (AMSGrad, sparse or non-float32 gradients, variables without a
         resource handle).
         """
